@@ -1,0 +1,82 @@
+"""What a recipe may contain: every section's keys, their types and defaults, with a line of help each.
+
+The `trainer:` section is not listed here: its keys are the fields of `trl.GRPOConfig`, checked against that
+dataclass so a new TRL release needs no change here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# (expected types, default, help). `None` in the types tuple means the key may be null.
+REQUIRED = object()
+
+
+@dataclass(frozen=True)
+class Key:
+    types: tuple
+    default: Any
+    help: str
+    choices: tuple | None = None
+
+
+SECTIONS: dict[str, dict[str, Key]] = {
+    "model": {
+        "name_or_path": Key((str,), REQUIRED, "Hub id, local folder, or builtin:tiny-llama"),
+        "revision": Key((str, None), None, "Hub revision (branch, tag or commit) to pin"),
+        "dtype": Key((str,), "bfloat16", "dtype the base weights load in", ("bfloat16", "float16", "float32", "auto")),
+        "quantization": Key((str,), "none", "bitsandbytes quantization of the base", ("none", "4bit", "8bit")),
+        "attn_implementation": Key((str, None), "sdpa", "eager | sdpa | flash_attention_2 | ..."),
+        "trust_remote_code": Key((bool,), False, "run modelling code shipped with the checkpoint"),
+    },
+    "lora": {
+        "r": Key((int,), 16, "adapter rank"),
+        "alpha": Key((int, float), 32, "LoRA scaling numerator (scale = alpha / r)"),
+        "dropout": Key((int, float), 0.05, "dropout on the adapter input"),
+        "target_modules": Key((str, list), "all-linear", "'all-linear' or a list of module names"),
+    },
+    "data": {
+        "source": Key((str,), "openai/gsm8k", "Hub dataset id, or a local .jsonl/.parquet file or folder"),
+        "config": Key((str, None), "main", "Hub dataset config name"),
+        "split": Key((str,), "train", "split to train on"),
+        "system_prompt": Key((str,), REQUIRED, "system message that opens every prompt"),
+        "limit": Key((int, None), None, "keep only the first N rows"),
+        "max_prompt_tokens": Key((int, None), None, "drop prompts longer than this many tokens"),
+    },
+    "checkpoint": {
+        "uri": Key((str, None), None, "s3://bucket/prefix or a mounted folder to sync checkpoints to"),
+        "every_steps": Key((int,), 25, "save (and sync) a checkpoint every N optimizer steps"),
+        "keep_last": Key((int, None), None, "remote checkpoints to keep (null keeps all)"),
+        "resume": Key((str,), "latest", "latest | never | a checkpoint path or URI"),
+        "run_id": Key((str, None), None, "run id recorded in manifests (null: new id, or the resumed run's)"),
+        "overwrite": Key((bool,), False, "allow writing over another run's checkpoints at uri"),
+        "endpoint_url": Key((str, None), None, "S3-compatible endpoint (MinIO, R2); null for AWS"),
+    },
+}
+# Sections that are lists of {name|path: ..., params} specs, validated by their registries.
+LIST_SECTIONS = ("rewards", "callbacks")
+TOP_LEVEL = ("base", "model", "lora", "data", "rewards", "callbacks", "checkpoint", "trainer")
+
+
+def type_name(types: tuple) -> str:
+    """Human name of a tuple of accepted types, e.g. ``int or null``."""
+    names = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list",
+             dict: "a mapping", None: "null"}
+    return " or ".join(dict.fromkeys(names.get(t, getattr(t, "__name__", str(t))) for t in types))
+
+
+def type_ok(value: Any, types: tuple) -> bool:
+    """YAML-aware type check: ints pass as floats, bools never pass as numbers."""
+    if value is None:
+        return None in types
+    if isinstance(value, bool):
+        return bool in types
+    if isinstance(value, int) and float in types:
+        return True
+    return any(t is not None and isinstance(value, t) for t in types)
+
+
+def defaults(section: str) -> dict[str, Any]:
+    """Default values of a section's optional keys."""
+    return {k: spec.default for k, spec in SECTIONS[section].items() if spec.default is not REQUIRED}
