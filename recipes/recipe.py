@@ -184,12 +184,20 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             errors.append(f"Missing required key {name}.{key} in {origins.get(name, 'the recipe')}.")
 
 
+def reward_defaults(config: dict) -> dict:
+    """Values rewards may take from elsewhere in the recipe (so a spec need not repeat them)."""
+    from trl import GRPOConfig
+
+    length = config["trainer"].get("max_completion_length", GRPOConfig.max_completion_length)
+    return {"max_completion_length": length}
+
+
 def _check_lists(config: dict, origins: dict, errors: list[str]) -> None:
     from callbacks import CallbackSpecError, build_callbacks
     from rewards import RewardSpecError, build_rewards
 
     for name, build, error_type in (
-        ("rewards", build_rewards, RewardSpecError),
+        ("rewards", lambda specs: build_rewards(specs, defaults=reward_defaults(config)), RewardSpecError),
         ("callbacks", build_callbacks, CallbackSpecError),
     ):
         specs = config.get(name)

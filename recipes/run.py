@@ -27,10 +27,15 @@ logger = logging.getLogger("recipes.run")
 
 def grpo_config(recipe, reward_weights: list[float]):
     """trl.GRPOConfig from the recipe's ``trainer:`` section; checkpointing and reward weights come from theirs."""
+    import torch
     from trl import GRPOConfig
 
+    trainer = dict(recipe.config["trainer"])
+    # With no GPU, several launched processes only form a (gloo) process group when the Trainer is told to use
+    # the CPU; otherwise each would silently train alone.
+    trainer.setdefault("use_cpu", not torch.cuda.is_available())
     return GRPOConfig(
-        **recipe.config["trainer"],
+        **trainer,
         save_strategy="steps",
         save_steps=recipe.config["checkpoint"]["every_steps"],
         reward_weights=reward_weights,
@@ -44,10 +49,11 @@ def build_trainer(recipe, callbacks=()):
 
     from recipes.data import load_gsm8k
     from recipes.model import load_model_and_tokenizer, lora_config
+    from recipes.recipe import reward_defaults
     from rewards import build_rewards
 
     model, tokenizer = load_model_and_tokenizer(recipe.config["model"], device_index=PartialState().local_process_index)
-    reward_funcs, weights = build_rewards(recipe.config["rewards"])
+    reward_funcs, weights = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     return GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
@@ -77,7 +83,9 @@ def train(recipe) -> Path:
     from recipes.checks import check_environment
     from recipes.model import load_config
 
-    state = PartialState()
+    # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
+    # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
+    state = PartialState(cpu=not torch.cuda.is_available())
     check_environment(recipe, load_config(recipe.config["model"]), torch.cuda.is_available())
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the recipes and exit")
     parser.add_argument("--print", action="store_true", help="print the resolved recipe and exit")
     parser.add_argument("--plan", action="store_true", help="print the expected GPU memory and exit")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.list:
         print_list()
         return 0

@@ -1,0 +1,307 @@
+"""The memory formulas of the planner: a recipe's expected GPU memory, part by part, in bytes.
+
+`recipes/plan.py` prints them (``python recipes/run.py RECIPE --plan``); benchmarks compare them with measured peaks.
+
+Notation: h hidden, i intermediate, L layers, q = heads x head_dim, kv = kv_heads x head_dim, V vocab, r LoRA
+rank; B per_device_train_batch_size (completions), G = B x steps_per_generation (the generation batch), P the
+prompt budget (data.max_prompt_tokens), C max_completion_length, S = P + C, T = B x S training tokens, N = B x C
+scored tokens; a = activation bytes (2 under bf16/fp16 autocast, else the weight dtype), w = bytes of the
+weights' compute dtype. GB in the tables means GiB (2**30 bytes), as nvidia-smi counts.
+
+Resident for the whole run:
+  overhead        1 GiB: CUDA context, cuBLAS workspaces and caching-allocator slack (a constant, not measured)
+  weights         params x w; 4-bit NF4 linears: ceil(n/2) packed bytes + per 64-weight block a uint8 absmax
+                  (double quantisation) + one fp32 per 256 blocks + 1,092 bytes of codebooks and offset per linear;
+                  8-bit linears: n bytes + one fp32 scale per output row. Embeddings, lm_head and norms stay at w.
+  lora params     trainable x bytes: fp32 (peft upcasts adapters of a bf16/fp16 base), bf16 on a quantized base
+                  (TRL casts them, following QLoRA). No fp32 master copy: AdamW updates the adapters in place.
+  optimizer       trainable x states x bytes: torch AdamW 2 states in the adapter dtype, bitsandbytes 32-bit
+                  2 x 4, 8-bit 2 x 1; Lion 1 state; SGD none (see OPTIMIZERS).
+  reference model 0: with LoRA and beta > 0 the reference is the same model with the adapter disabled.
+Training phase (one micro-batch of B sequences, padded to S):
+  lora grads      = lora params.
+  activations     saved per token and layer: 8h (two RMSNorms keep an fp32 copy) + attention: sdpa a x 4q
+                  (q, k and v repeated to all heads because padded batches carry a mask, output) + 4 x heads
+                  (logsumexp); flash a x (2q + 2kv) + 4 x heads; eager a x 3q + 6 x heads x S (fp32 softmax
+                  and its copy) + MLP 3a x i (SiLU input and output, up) + 4(q + kv) for qwen3's q/k norms +
+                  per adapted linear in x (a + 1 if dropout > 0: the cast input lora_A keeps and the dropout
+                  mask; the adapter dtype instead of a without autocast) + a x r. An adapter on lm_head adds
+                  nothing: TRL's fused head multiplies by lm_head.weight directly.
+                  Without checkpointing: T x (L x layer + 4h). With it: T x (L x a x h + one layer + 4h), the
+                  layer inputs kept plus the heaviest layer recomputed in backward (with every_n_layers = k only
+                  layers 0, k, 2k... are checkpointed; the others keep everything).
+  backward        T x (3a x i + 8h): gradients of one layer's widest tensors in flight (an estimate).
+  log-prob        TRL's fused LM head never materialises the B x S x V logits: it saves the scored hidden
+                  states N x (a x h + 36) and in backward holds an fp32 grad N x h x (4 + a), plus one logits
+                  tile min(N, 4096) x min(V, 32768) x a (4 with cast_lm_head_to_fp32, which adds N x 4h).
+  dequant         4/8-bit: the largest linear dequantised to w for its matmul.
+Generation phase (transformers generate on the G prompts, no grad):
+  kv cache        2 x L x kv x w x G x S, + one layer for the torch.cat that grows the cache.
+  gen workspace   G x P x (3w x i + 4h) for the prefill MLP + 3 x 4 x G x V for last-token logits and sampling.
+vLLM (use_vllm): colocate reserves vllm_gpu_memory_utilization x card, which must hold its own copy of the
+weights (params x w) and the KV cache of G sequences; it replaces the generation phase and is resident unless
+vllm_enable_sleep_mode frees it while training. Server mode generates on another GPU: 0 here.
+
+  peak = resident (+ colocated vLLM share unless sleeping) + max(generation phase, training phase)
+
+The old/reference log-prob passes run without grad in chunks of B and stay below the training phase.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+
+from recipes import schema
+from recipes.recipe import RecipeError
+from recipes.shapes import Shape, load_model_config, lora_targets, shape_of
+
+GIB = 2**30
+OVERHEAD = GIB
+NF4_CODEBOOKS = 16 * 4 + 256 * 4 + 4  # fp32 NF4 code, fp32 code of the nested absmax quantisation, offset
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+WEIGHT_FORMATS = {"4bit": "NF4 4-bit", "8bit": "int8"}
+# optimizer name -> (states per trainable parameter, bytes per state; None: the parameter's own dtype)
+OPTIMIZERS = {
+    "adamw_torch": (2, None), "adamw_torch_fused": (2, None), "paged_adamw_32bit": (2, 4),
+    "adamw_8bit": (2, 1), "adamw_bnb_8bit": (2, 1), "paged_adamw_8bit": (2, 1), "adamw_torch_8bit": (2, 1),
+    "lion_32bit": (1, 4), "paged_lion_32bit": (1, 4), "lion_8bit": (1, 1), "paged_lion_8bit": (1, 1),
+    "sgd": (0, None),
+}  # fmt: skip
+TRAINER_KEYS = (
+    "per_device_train_batch_size", "num_generations", "max_completion_length", "gradient_accumulation_steps",
+    "steps_per_generation", "generation_batch_size", "gradient_checkpointing", "bf16", "fp16", "optim",
+    "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "cast_lm_head_to_fp32", "beta",
+)  # fmt: skip
+
+
+@dataclass
+class MemoryPlan:
+    """The parts of a recipe's GPU memory, in bytes, and the settings they were computed for."""
+
+    base_params: int
+    trainable_params: int
+    adapted_linears: int
+    batch: int
+    generation_batch: int
+    prompt_tokens: int
+    completion_tokens: int
+    gradient_checkpointing: bool
+    every_n_layers: int  # checkpoint every n-th decoder layer (1: all)
+    weight_dtype: str
+    adapter_dtype: str
+    vllm: str  # "off", "colocate" or "server"
+    vllm_fraction: float
+    vllm_sleep: bool
+    overhead: int
+    weights: int
+    lora_params: int
+    optimizer_states: int
+    lora_grads: int
+    activations_checkpointed: int
+    activations_full: int
+    backward_workspace: int
+    logprob_workspace: int
+    dequant_buffer: int
+    kv_cache: int
+    generation_workspace: int
+    vllm_need: int  # what the colocated vLLM must hold inside its share: weights + KV of the generation batch
+    reference_model: int = 0
+
+    @property
+    def activations(self) -> int:
+        return self.activations_checkpointed if self.gradient_checkpointing else self.activations_full
+
+    @property
+    def resident(self) -> int:
+        return self.overhead + self.weights + self.lora_params + self.optimizer_states + self.reference_model
+
+    @property
+    def training_phase(self) -> int:
+        parts = (self.lora_grads, self.activations, self.backward_workspace, self.logprob_workspace)
+        return sum(parts) + self.dequant_buffer
+
+    def vllm_share(self, card_bytes: int) -> int:
+        """Bytes the colocated vLLM engine reserves on a card of ``card_bytes`` (0 when not colocated)."""
+        return int(self.vllm_fraction * card_bytes) if self.vllm == "colocate" else 0
+
+    def generation_phase(self, card_bytes: int) -> int:
+        """Transient bytes while completions are generated (a sleeping vLLM wakes up only for this)."""
+        if self.vllm == "off":
+            return self.kv_cache + self.generation_workspace
+        return self.vllm_share(card_bytes) if self.vllm_sleep else 0
+
+    def peak(self, card_bytes: int) -> int:
+        """Expected peak on a card of ``card_bytes`` (the card only matters for a colocated vLLM share)."""
+        awake = 0 if self.vllm_sleep else self.vllm_share(card_bytes)
+        return self.resident + awake + max(self.generation_phase(card_bytes), self.training_phase)
+
+    def fits(self, card_bytes: int) -> bool:
+        """Whether the peak fits the card and a colocated vLLM's share holds its weights and KV cache."""
+        vllm_ok = self.vllm != "colocate" or self.vllm_share(card_bytes) >= self.vllm_need
+        return vllm_ok and self.peak(card_bytes) <= card_bytes
+
+
+def section(config: dict, name: str) -> dict:
+    """A recipe section with the schema's defaults under the recipe's values."""
+    return {**schema.defaults(name), **(config.get(name) or {})}
+
+
+def trainer_settings(config: dict) -> dict:
+    """The trainer keys the formulas read: the recipe's values over ``trl.GRPOConfig``'s defaults.
+
+    ``checkpointing`` is ``activation_checkpointing``, else its deprecated alias ``gradient_checkpointing`` (TRL
+    defaults it to on), else ``model.gradient_checkpointing``; ``every_n_layers`` comes from its kwargs.
+    """
+    from trl import GRPOConfig
+
+    user = config.get("trainer") or {}
+    t = {**{f.name: f.default for f in fields(GRPOConfig) if f.name in TRAINER_KEYS}, **user}
+    choices = (user.get("activation_checkpointing"), user.get("gradient_checkpointing"))
+    choices += ((config.get("model") or {}).get("gradient_checkpointing"), t["gradient_checkpointing"])
+    t["checkpointing"] = bool(next(c for c in choices if c is not None))
+    kwargs = user.get("activation_checkpointing_kwargs") or user.get("gradient_checkpointing_kwargs") or {}
+    kwargs = json.loads(kwargs) if isinstance(kwargs, str) else kwargs
+    if kwargs.get("offload"):
+        raise RecipeError(
+            "trainer.activation_checkpointing_kwargs.offload: the memory planner does not model activations "
+            "offloaded to host memory; plan without it for an upper bound."
+        )
+    t["every_n_layers"] = int(kwargs.get("every_n_layers", 1))
+    return t
+
+
+def _attention(model: dict) -> str:
+    impl = model.get("attn_implementation") or "sdpa"
+    if impl in ("eager", "sdpa") or "flash" in impl:
+        return "flash" if "flash" in impl else impl
+    raise RecipeError(
+        f"model.attn_implementation {impl!r}: the memory planner models eager, sdpa and flash attention "
+        "(flash_attention_2, flash_attention_3, kernels-community/flash-attn*)."
+    )
+
+
+def steps_per_generation(t: dict) -> int:
+    """Micro-batches per generation, as GRPOConfig derives it for one process."""
+    if t["steps_per_generation"]:
+        return t["steps_per_generation"]
+    if t["generation_batch_size"]:
+        return max(1, t["generation_batch_size"] // t["per_device_train_batch_size"])
+    return t["gradient_accumulation_steps"]
+
+
+def _weight_bytes(shape: Shape, w: int, quant: str) -> int:
+    """Base weights: embeddings, norms and lm_head at w; the decoder linears at w or bitsandbytes' storage."""
+    total = shape.vocab * shape.hidden * w * (1 if shape.tied else 2) + shape.norm_params * w
+    for x in shape.layer_linears:
+        n, bias = x.in_features * x.out_features, (x.out_features * w if x.bias else 0)
+        if quant == "4bit":
+            blocks = math.ceil(n / 64)
+            total += math.ceil(n / 2) + blocks + 4 * math.ceil(blocks / 256) + NF4_CODEBOOKS + bias
+        elif quant == "8bit":
+            total += n + 4 * x.out_features + bias
+        else:
+            total += x.params * w
+    return total
+
+
+def plan_memory(recipe_config: dict, *, model_config=None, batch: int | None = None) -> MemoryPlan:
+    """Compute the memory plan of a recipe.
+
+    Args:
+        recipe_config: The recipe's nested dict (sections model, lora, data, trainer); missing keys take the
+            recipe schema's and ``trl.GRPOConfig``'s defaults.
+        model_config: A ``transformers.PretrainedConfig``; by default read from ``model.name_or_path``.
+        batch: Plan this per-device batch instead of ``trainer.per_device_train_batch_size``.
+
+    Raises:
+        RecipeError: A value the formulas cannot take (no prompt budget, an unmodelled optimizer or model).
+    """
+    model, lora, t = (
+        section(recipe_config, "model"),
+        section(recipe_config, "lora"),
+        trainer_settings(recipe_config),
+    )
+    p = (recipe_config.get("data") or {}).get("max_prompt_tokens")
+    if not p:
+        raise RecipeError(
+            "data.max_prompt_tokens is not set: the memory planner needs a prompt budget. Set it, e.g. "
+            "data.max_prompt_tokens=256 (GSM8K chat prompts are about 150-250 tokens)."
+        )
+    if t["optim"] not in OPTIMIZERS:
+        supported = ", ".join(OPTIMIZERS)
+        raise RecipeError(
+            f"trainer.optim {t['optim']!r} is not modelled by the planner. Supported: {supported}."
+        )
+    config = model_config if model_config is not None else load_model_config(model)
+    shape = shape_of(config)
+    dtype = (
+        model["dtype"] if model["dtype"] != "auto" else str(config.dtype or "float32").removeprefix("torch.")
+    )
+    if dtype not in DTYPE_BYTES:
+        raise RecipeError(f"model.dtype {dtype!r}: the planner knows {', '.join(DTYPE_BYTES)}.")
+    quant, w = model["quantization"], DTYPE_BYTES[dtype]
+    autocast = bool(t["fp16"]) or t["bf16"] is not False
+    a = 2 if autocast else w
+    lora_bytes = 2 if quant != "none" else 4
+    targets = lora_targets(shape, lora["target_modules"])
+    trainable = sum(lora["r"] * (x.in_features + x.out_features) for x in targets)
+
+    b = batch or t["per_device_train_batch_size"]
+    g, c = b * steps_per_generation(t), t["max_completion_length"]
+    s = p + c
+    tokens, scored = b * s, b * c
+    h, i, n_layers, v = shape.hidden, shape.intermediate, shape.layers, shape.vocab
+    q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+
+    attention = {
+        "sdpa": a * 4 * q + 4 * shape.heads,
+        "flash": a * (2 * q + 2 * kv) + 4 * shape.heads,
+        "eager": a * 3 * q + 6 * shape.heads * s,
+    }[_attention(model)]
+    layer = 8 * h + (4 * (q + kv) if shape.model_type == "qwen3" else 0) + attention + 3 * a * i
+    lora_in = (a if autocast else lora_bytes) + (1 if lora["dropout"] > 0 else 0)
+    adapters = [0] * n_layers  # saved adapter activations per token, by decoder layer
+    for x in targets:
+        if x.name != "lm_head":  # TRL's fused head reads lm_head.weight directly: its adapter never runs
+            adapters[int(x.name.split(".")[2])] += x.in_features * lora_in + lora["r"] * a
+    full = [layer + adapters[k] for k in range(n_layers)]
+    kept = [k for k in range(n_layers) if k % t["every_n_layers"] == 0]  # the checkpointed layers
+    checkpointed = len(kept) * a * h + sum(full) - sum(full[k] for k in kept) + max(full[k] for k in kept)
+    head_fp32 = t["cast_lm_head_to_fp32"]
+    tile = min(scored, 4096) * min(v, 32768) * (4 if head_fp32 else a)
+    logprob = scored * (a * h + 36) + scored * h * (4 + a + (4 if head_fp32 else 0)) + tile
+    largest_linear = max(x.in_features * x.out_features for x in shape.layer_linears)
+    states, state_bytes = OPTIMIZERS[t["optim"]]
+    vllm = t["vllm_mode"] if t["use_vllm"] else "off"
+    kv_layer = 2 * kv * w * g * s  # one layer's keys and values for the whole generation batch
+    return MemoryPlan(
+        base_params=shape.base_params,
+        trainable_params=trainable,
+        adapted_linears=len(targets),
+        batch=b,
+        generation_batch=g,
+        prompt_tokens=p,
+        completion_tokens=c,
+        gradient_checkpointing=t["checkpointing"],
+        every_n_layers=t["every_n_layers"],
+        weight_dtype=dtype if quant == "none" else f"{WEIGHT_FORMATS[quant]}, compute {dtype}",
+        adapter_dtype="bfloat16" if lora_bytes == 2 else "float32",
+        vllm=vllm,
+        vllm_fraction=float(t["vllm_gpu_memory_utilization"]),
+        vllm_sleep=bool(t["vllm_enable_sleep_mode"]),
+        overhead=OVERHEAD,
+        weights=_weight_bytes(shape, w, quant),
+        lora_params=trainable * lora_bytes,
+        optimizer_states=trainable * states * (state_bytes or lora_bytes),
+        lora_grads=trainable * lora_bytes,
+        activations_checkpointed=tokens * (checkpointed + 4 * h),
+        activations_full=tokens * (sum(full) + 4 * h),
+        backward_workspace=tokens * (3 * a * i + 8 * h),
+        logprob_workspace=logprob,
+        dequant_buffer=0 if quant == "none" else largest_linear * w,
+        kv_cache=(n_layers + 1) * kv_layer if vllm == "off" else 0,
+        generation_workspace=g * p * (3 * w * i + 4 * h) + 12 * g * v if vllm == "off" else 0,
+        vllm_need=shape.base_params * w + n_layers * kv_layer if vllm == "colocate" else 0,
+    )

@@ -1,0 +1,131 @@
+"""Print a recipe's expected peak GPU memory, part by part, and the largest per-device batch that fits each card.
+
+    python recipes/run.py gsm8k_qwen --plan
+
+The formulas, each documented, are in `recipes/memory_plan.py`; this module searches batches and renders tables.
+"""
+
+from __future__ import annotations
+
+import math
+
+from recipes.memory_plan import GIB, MemoryPlan, plan_memory, section, steps_per_generation, trainer_settings
+from recipes.shapes import load_model_config
+
+__all__ = ["CARDS_GB", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
+
+CARDS_GB = (16, 24, 40, 80, 141)
+MAX_BATCH = 1024
+
+
+def batch_step(t: dict) -> int:
+    """Batches keep whole groups: batch x steps_per_generation must be divisible by num_generations."""
+    return t["num_generations"] // math.gcd(t["num_generations"], steps_per_generation(t))
+
+
+def largest_batch(recipe_config: dict, card_bytes: int, *, model_config=None) -> int | None:
+    """The largest per-device batch that fits ``card_bytes``, or None when even the smallest does not.
+
+    Candidates keep the generation batch (batch x steps_per_generation) divisible by num_generations, so they are
+    multiples of :func:`batch_step`, searched up to ``MAX_BATCH``.
+    """
+    step = batch_step(trainer_settings(recipe_config))
+    model_config = (
+        model_config if model_config is not None else load_model_config(section(recipe_config, "model"))
+    )
+    lo, hi = (
+        0,
+        MAX_BATCH // step,
+    )  # invariant: lo x step fits (or lo == 0); (hi + 1) x step fails or is past the cap
+    while lo < hi:  # every part grows with the batch, so fitting is monotone and bisection finds the edge
+        mid = (lo + hi + 1) // 2
+        if plan_memory(recipe_config, model_config=model_config, batch=mid * step).fits(card_bytes):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo * step or None
+
+
+def render_plan(recipe) -> str:
+    """A recipe's plan as text: its parts in GB by phase, then how it fits 16-141 GB cards.
+
+    Args:
+        recipe: A ``recipes.recipe.Recipe`` (its ``.name`` and ``.config`` are read).
+
+    Raises:
+        RecipeError: The model config cannot be read, or a value the formulas cannot take.
+    """
+    config = recipe.config
+    model_config = load_model_config(section(config, "model"))
+    plan, t = plan_memory(config, model_config=model_config), trainer_settings(config)
+    unused = " (not used)"
+    ck = "" if plan.gradient_checkpointing else unused
+    reference = "adapter-disabled base, no copy" if t["beta"] else "none, beta = 0"
+    vllm = {"off": "off", "server": "server on another GPU"}.get(
+        plan.vllm, f"colocate, {plan.vllm_fraction:g} x card"
+    )
+    sections = {
+        "resident": [
+            ("CUDA context + allocator overhead (constant)", plan.overhead),
+            (f"base weights ({plan.weight_dtype})", plan.weights),
+            (f"LoRA parameters ({plan.adapter_dtype})", plan.lora_params),
+            (f"optimizer states ({t['optim']})", plan.optimizer_states),
+            (f"reference model ({reference})", plan.reference_model),
+        ],
+        f"training phase ({plan.batch} sequences)": [
+            ("LoRA gradients", plan.lora_grads),
+            (f"activations, checkpointing{ck}", plan.activations_checkpointed),
+            (f"activations, no checkpointing{unused if not ck else ''}", plan.activations_full),
+            ("backward workspace", plan.backward_workspace),
+            ("log-prob workspace (fused LM head)", plan.logprob_workspace),
+            *([("4/8-bit dequantisation buffer", plan.dequant_buffer)] if plan.dequant_buffer else []),
+        ],
+        f"generation phase ({plan.generation_batch} sequences)": [
+            ("KV cache", plan.kv_cache),
+            ("generation workspace", plan.generation_workspace),
+            *(
+                [("vLLM: weights + KV it must fit in its share", plan.vllm_need)]
+                if plan.vllm == "colocate"
+                else []
+            ),
+        ],
+    }
+    width = 2 + max(len(name) for rows in sections.values() for name, _ in rows)
+    lora = f"LoRA r={section(config, 'lora')['r']} on {plan.adapted_linears} linears"
+    tokens = f"{plan.prompt_tokens} prompt + {plan.completion_tokens} completion"
+    lines = [
+        f"Memory plan for {recipe.name} ({section(config, 'model')['name_or_path']})",
+        f"  {plan.base_params:,} base parameters; {lora}: {plan.trainable_params:,} trainable",
+        f"  per-device batch {plan.batch} x ({tokens}) tokens; generation batch {plan.generation_batch}; "
+        + f"checkpointing {'off' if ck else 'on'}; vLLM {vllm}",
+    ]
+    for title, rows in sections.items():
+        lines += [
+            "",
+            f"{title:<{width}}{'GB':>8}",
+            *(f"  {name:<{width - 2}}{_gb(n):>8}" for name, n in rows),
+        ]
+    lines += [
+        "",
+        "peak = resident + vLLM share (colocated, unless sleeping) + max(generation phase, training phase)",
+        f"{'card':<8}{'vLLM share':>11}{'peak GB':>9}  {'fits':<5}largest per-device batch that fits",
+    ]
+    for gb in CARDS_GB:
+        card = gb * GIB
+        best = largest_batch(config, card, model_config=model_config)
+        share, peak, fits = (
+            _gb(plan.vllm_share(card)),
+            _gb(plan.peak(card)),
+            "yes" if plan.fits(card) else "no",
+        )
+        short = plan.vllm == "colocate" and plan.vllm_share(card) < plan.vllm_need
+        note = f" (vLLM share < {_gb(plan.vllm_need)} GB of weights + KV)" if short else ""
+        if best and best + batch_step(t) > MAX_BATCH:
+            note = f" (the search stops at {MAX_BATCH})"
+        lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
+    lines.append("GB = 2**30 bytes. Every formula is documented in recipes/memory_plan.py.")
+    return "\n".join(lines)
+
+
+def _gb(n: int) -> str:
+    return f"{n / GIB:.2f}"

@@ -1,0 +1,256 @@
+"""Model shapes: the exact configs of the models our recipes name, and the layers and parameter counts of a config.
+
+The three configs below are the published ``config.json`` values of their Hub repositories, so the memory
+planner works offline for these names and benchmarks can build random-weight models of the same shape:
+
+    >>> import torch
+    >>> from transformers import AutoModelForCausalLM
+    >>> with torch.device("meta"):
+    ...     model = AutoModelForCausalLM.from_config(config_for("Qwen/Qwen2.5-1.5B-Instruct"))
+    >>> sum(p.numel() for p in model.parameters()) == shape_of(config_for("Qwen/Qwen2.5-1.5B-Instruct")).base_params
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from recipes.recipe import RecipeError
+
+LLAMA_3_1_8B_INSTRUCT = {
+    "architectures": ["LlamaForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009],
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
+    "mlp_bias": False,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "vocab_size": 128256,
+}
+# Qwen2 attention always has q/k/v biases (and no o_proj bias); there is no config key for it.
+QWEN2_5_7B_INSTRUCT = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "attention_dropout": 0.0,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "initializer_range": 0.02,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 32768,
+    "max_window_layers": 28,
+    "model_type": "qwen2",
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0,
+    "sliding_window": 131072,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "use_cache": True,
+    "use_sliding_window": False,
+    "vocab_size": 152064,
+}
+QWEN2_5_1_5B_INSTRUCT = {
+    **QWEN2_5_7B_INSTRUCT,
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "max_window_layers": 21,
+    "num_attention_heads": 12,
+    "num_key_value_heads": 2,
+    "sliding_window": 32768,
+    "tie_word_embeddings": True,
+    "vocab_size": 151936,
+}
+SHAPES = {
+    "meta-llama/Llama-3.1-8B-Instruct": LLAMA_3_1_8B_INSTRUCT,
+    "Qwen/Qwen2.5-7B-Instruct": QWEN2_5_7B_INSTRUCT,
+    "Qwen/Qwen2.5-1.5B-Instruct": QWEN2_5_1_5B_INSTRUCT,
+}
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def config_for(name: str):
+    """The shipped config of a known model, as a ``transformers.PretrainedConfig`` (no network).
+
+    Raises:
+        KeyError: ``name`` is not one of :data:`SHAPES`; the message lists them.
+    """
+    if name not in SHAPES:
+        raise KeyError(f"No shipped shape for {name!r}. Available: {', '.join(SHAPES)}")
+    from transformers import AutoConfig
+
+    values = dict(SHAPES[name])
+    return AutoConfig.for_model(values.pop("model_type"), name_or_path=name, **values)
+
+
+def load_model_config(model_section: dict):
+    """The config of ``model.name_or_path``: a shipped shape, ``builtin:tiny-llama``, a local folder or a Hub id.
+
+    Args:
+        model_section: The recipe's ``model:`` section with its defaults filled in.
+
+    Raises:
+        RecipeError: The name is neither shipped nor loadable; nothing is guessed.
+    """
+    from recipes.model import load_config
+
+    name = model_section.get("name_or_path")
+    if not name:
+        raise RecipeError(
+            "model.name_or_path is not set: name a Hub id, a local folder or builtin:tiny-llama."
+        )
+    if name in SHAPES:
+        return config_for(name)
+    try:
+        return load_config(model_section)
+    except (OSError, ValueError) as e:
+        raise RecipeError(
+            f"model.name_or_path: cannot read the config of {name!r} ({str(e).splitlines()[0]}). Give a local "
+            f"folder with a config.json, a Hub id this machine can reach, or one of the shapes that work "
+            f"offline: {', '.join(SHAPES)}."
+        ) from None
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One ``nn.Linear`` of the model; ``name`` is its module path (``model.layers.0.self_attn.q_proj``)."""
+
+    name: str
+    in_features: int
+    out_features: int
+    bias: bool
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features + (self.out_features if self.bias else 0)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the memory formulas need from a dense decoder-only config."""
+
+    model_type: str
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+    linears: tuple[Linear, ...]  # every decoder-layer linear, all layers, then lm_head last
+    norm_params: int  # RMSNorm weights: two per layer (+ q/k norms on qwen3) and the final norm
+
+    @property
+    def lm_head(self) -> Linear:
+        return self.linears[-1]
+
+    @property
+    def layer_linears(self) -> tuple[Linear, ...]:
+        return self.linears[:-1]
+
+    @property
+    def base_params(self) -> int:
+        """Parameters of ``AutoModelForCausalLM.from_config(config)`` (tied lm_head counted once)."""
+        embed = self.vocab * self.hidden
+        return (
+            embed + sum(x.params for x in self.layer_linears) + self.norm_params + (0 if self.tied else embed)
+        )
+
+
+def shape_of(config) -> Shape:
+    """Read the shape of a Llama/Mistral/Qwen2/Qwen3 config.
+
+    Raises:
+        RecipeError: Another architecture, whose layers these formulas do not describe.
+    """
+    kind = config.model_type
+    if kind not in SUPPORTED_MODEL_TYPES:
+        raise RecipeError(
+            f"model.name_or_path: the memory planner models dense decoders of type "
+            f"{', '.join(SUPPORTED_MODEL_TYPES)}; {config.name_or_path!r} is {kind!r}."
+        )
+    h, i, heads = config.hidden_size, config.intermediate_size, config.num_attention_heads
+    kv = getattr(config, "num_key_value_heads", None) or heads
+    hd = getattr(config, "head_dim", None) or h // heads
+    attn_bias = getattr(config, "attention_bias", False)
+    qkv_bias = True if kind == "qwen2" else attn_bias
+    o_bias = False if kind == "qwen2" else attn_bias
+    mlp_bias = getattr(config, "mlp_bias", False)
+    per_layer = [
+        ("self_attn.q_proj", h, heads * hd, qkv_bias),
+        ("self_attn.k_proj", h, kv * hd, qkv_bias),
+        ("self_attn.v_proj", h, kv * hd, qkv_bias),
+        ("self_attn.o_proj", heads * hd, h, o_bias),
+        ("mlp.gate_proj", h, i, mlp_bias),
+        ("mlp.up_proj", h, i, mlp_bias),
+        ("mlp.down_proj", i, h, mlp_bias),
+    ]
+    n = config.num_hidden_layers
+    linears = [
+        Linear(f"model.layers.{layer}.{name}", *dims) for layer in range(n) for name, *dims in per_layer
+    ]
+    norms_per_layer = 2 * h + (2 * hd if kind == "qwen3" else 0)
+    return Shape(
+        model_type=kind,
+        hidden=h,
+        intermediate=i,
+        layers=n,
+        heads=heads,
+        kv_heads=kv,
+        head_dim=hd,
+        vocab=config.vocab_size,
+        tied=bool(getattr(config, "tie_word_embeddings", False)),
+        linears=(*linears, Linear("lm_head", h, config.vocab_size, False)),
+        norm_params=n * norms_per_layer + h,
+    )
+
+
+def lora_targets(shape: Shape, target_modules: str | list[str]) -> list[Linear]:
+    """The linears PEFT wraps with LoRA, matched the way ``peft.LoraConfig(target_modules=...)`` matches them.
+
+    ``"all-linear"`` is every linear but the output layer; another string is a regular expression over the full
+    module name; a list matches a module whose name equals an entry or ends with ``"." + entry``.
+
+    Raises:
+        RecipeError: Nothing matches; the message lists the module names there are.
+    """
+    if target_modules == "all-linear":
+        return list(shape.layer_linears)
+    if isinstance(target_modules, str):
+        found = [x for x in shape.linears if re.fullmatch(target_modules, x.name)]
+    else:
+        found = [
+            x for x in shape.linears if any(x.name == t or x.name.endswith("." + t) for t in target_modules)
+        ]
+    if not found:
+        names = dict.fromkeys(x.name.rsplit(".", 1)[-1] for x in shape.linears)
+        raise RecipeError(
+            f"lora.target_modules {target_modules!r} matches no linear layer of this {shape.model_type} model. "
+            f"Available: all-linear, {', '.join(names)}."
+        )
+    return found

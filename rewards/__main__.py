@@ -1,0 +1,42 @@
+"""List the registered rewards, their parameters (with defaults) and one-line docs.
+
+python -m rewards
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+from rewards import REWARDS
+from rewards._specs import parameters
+
+
+def describe(name: str, reward: type) -> str:
+    """Two lines for one reward: ``name  first docstring line`` and its parameters with defaults.
+
+    >>> print(describe("format", REWARDS["format"]))
+    format  Pay up to max_reward for the answer format of style (tags or hash), in four parts.
+        style='tags', max_reward=1.5
+    """
+    doc = inspect.getdoc(reward).splitlines()[0].replace("``", "")
+    params = ", ".join(
+        f"{k} (required)" if p.default is inspect.Parameter.empty else f"{k}={p.default!r}"
+        for k, p in parameters(reward).items()
+    )
+    return f"{name}  {doc}\n    {params or '(no parameters)'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print every reward and its parameters; returns the exit code."""
+    if argv:
+        print(f"python -m rewards takes no arguments, got {' '.join(argv)}.", file=sys.stderr)
+        return 2
+    print("Rewards for a recipe's `rewards:` list, as {name: <name>, weight: <w>, <parameter>: <value>}:\n")
+    print("\n\n".join(describe(name, reward) for name, reward in sorted(REWARDS.items())))
+    print("\nPlug-ins: {path: 'package.module:function', weight: <w>, <parameter>: <value>}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

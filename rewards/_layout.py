@@ -1,0 +1,94 @@
+"""Which parts of a shipped prompt style a completion follows; used by the format reward and ``format_ok``.
+
+Styles:
+    ``tags``: ``<reasoning>...</reasoning>`` then ``<answer>...</answer>`` (recipes/_base.yaml's prompt).
+    ``hash``: reasoning text, then GSM8K's final line ``#### n``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from itertools import islice
+from typing import NamedTuple
+
+from rewards._parsing import HASH_LINE, answer_from_snippet, is_plain_number, tail
+
+STYLES = ("tags", "hash")
+_REASONING_OPEN = re.compile(r"<reasoning>", re.IGNORECASE)
+_REASONING_CLOSE = re.compile(r"</reasoning>", re.IGNORECASE)
+_ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
+_ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
+
+
+class FormatParts(NamedTuple):
+    """The format checks a completion passes."""
+
+    reasoning: bool  # a non-empty reasoning section before the answer
+    answer: bool  # the final answer in the style's marker, and it parses
+    number: bool  # that answer is a plain number (no words, no LaTeX)
+    clean_end: bool  # nothing but whitespace after it
+
+
+def check_style(style: str) -> str:
+    """Validate a style name; raises ValueError listing the shipped styles."""
+    if style not in STYLES:
+        close = difflib.get_close_matches(str(style), STYLES, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"Unknown format style {style!r}.{hint} Available: {', '.join(STYLES)}.")
+    return style
+
+
+def _only(tag: re.Pattern, text: str) -> re.Match | None:
+    """The tag's match when it occurs exactly once (scans for two at most, at C speed)."""
+    found = list(islice(tag.finditer(text), 2))
+    return found[0] if len(found) == 1 else None
+
+
+def _tags_parts(text: str) -> FormatParts:
+    r_open, r_close = _only(_REASONING_OPEN, text), _only(_REASONING_CLOSE, text)
+    a_open, a_close = _only(_ANSWER_OPEN, text), _only(_ANSWER_CLOSE, text)
+    body = (
+        text[a_open.end() : a_close.start()]
+        if a_open and a_close and a_open.end() <= a_close.start()
+        else None
+    )
+    answer = body is not None and answer_from_snippet(body) is not None
+    reasoning = bool(
+        r_open
+        and r_close
+        and text[r_open.end() : r_close.start()].strip()
+        and (a_open is None or r_close.end() <= a_open.start())
+    )
+    return FormatParts(
+        reasoning=reasoning,
+        answer=answer,
+        number=answer and is_plain_number(body),
+        clean_end=answer and not text[a_close.end() :].strip(),
+    )
+
+
+def _hash_parts(text: str) -> FormatParts:
+    offset, end = tail(text)  # the final line is at the end; a runaway text costs no more than a normal one
+    for final in reversed(list(HASH_LINE.finditer(end))[-8:]):  # markdown "#### Step 1" headings are skipped
+        if answer_from_snippet(final.group(1), strict=True) is not None:
+            break
+    else:
+        return FormatParts(False, False, False, False)
+    return FormatParts(
+        reasoning=bool(text[: offset + final.start()].strip()),
+        answer=True,
+        number=is_plain_number(final.group(1)),
+        clean_end=not end[final.end() :].strip(),
+    )
+
+
+def format_parts(text: str, style: str) -> FormatParts:
+    """The format checks ``text`` passes in ``style``.
+
+    >>> format_parts("<reasoning>3+4</reasoning>\\n<answer>7</answer>", "tags")
+    FormatParts(reasoning=True, answer=True, number=True, clean_end=True)
+    >>> format_parts("3 + 4 = 7\\n#### 7 apples\\nDone!", "hash")
+    FormatParts(reasoning=True, answer=True, number=False, clean_end=False)
+    """
+    return _tags_parts(text) if check_style(style) == "tags" else _hash_parts(text)

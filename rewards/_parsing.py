@@ -1,0 +1,130 @@
+"""Low-level text parsing for the grader: cleaning, numbers, ``\\boxed{...}``, answer snippets.
+
+Every function here is linear in its input (no nested quantifiers that can backtrack) and works on
+capped inputs, so grading time is bounded whatever a model emits.
+
+Plain numbers are compared as canonical decimal strings ("1,080.50" -> "1080.5"): exact, no float
+rounding, and safe on 5,000-digit numbers (Python's ``int()`` refuses strings over 4,300 digits).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+# Final answers sit at the end of a completion; the tail bounds the work on a runaway 1 MB output.
+TAIL_CHARS = 10_000
+# An answer snippet (a boxed body, the rest of a "#### " line, ...) longer than this is prose, not an answer.
+MAX_SNIPPET_CHARS = 300
+
+_MINUS = str.maketrans({"\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe63": "-", "\uff0d": "-"})
+# LaTeX thousands separators between digits: 1{,}080, 1\,080, 1\!080.
+_LATEX_SEPARATOR = re.compile(r"(?<=[0-9])(?:\{,\}|\\,|\\!)(?=[0-9])")
+
+_NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
+# A number not glued to a word or a decimal point on its left ("Step2", "1.2.3").
+NUMBER = re.compile(r"(?<![0-9A-Za-z_.])" + _NUMBER_CORE)
+_CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
+_PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(" + _NUMBER_CORE + r")\s*\.?\s*")
+
+# "#### 18" (GSM8K's final line); the group is the rest of the line.
+HASH_LINE = re.compile(r"####[ \t#]*([^\n]*)")
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"(?<!\\)[{}]")
+_TEXT_COMMAND = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+# Wrappers that never change an answer's value: math delimiters, currency, percent, markdown bold.
+_DROP = re.compile(r"\\left|\\right|\\displaystyle|\\[$%]|\\[()\[\]]|[$%]|\*\*")
+# Unit words after a number or a closing brace: "18 dollars", "\frac{1}{2} cup", "3/4 of the cake".
+_UNIT_TAIL = re.compile(r"(?<=[0-9}])\s*[A-Za-z][A-Za-z .'/-]{0,40}$")
+_SYMBOLIC = re.compile(r"\\[dt]?frac|\\sqrt|\\pi|[0-9)}]\s*/\s*[0-9({]|\^")
+_WORD = re.compile(r"[A-Za-z]{3,}")
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+
+
+def clean(text: str) -> str:
+    """Unicode minus signs to ``-``, LaTeX thousands separators to ``,``."""
+    return _LATEX_SEPARATOR.sub(",", text.translate(_MINUS))
+
+
+def tail(text: str) -> tuple[int, str]:
+    """The last ``TAIL_CHARS`` of ``text`` and their offset in it."""
+    offset = max(len(text) - TAIL_CHARS, 0)
+    return offset, text[offset:]
+
+
+def canonical_number(number: str) -> str:
+    """A number as written ("1,080.50", "-0", ".5") to its canonical decimal string.
+
+    >>> [canonical_number(n) for n in ["1,080", "18.0", "-0", ".5", "+007.250"]]
+    ['1080', '18', '0', '0.5', '7.25']
+    """
+    digits = number.replace(",", "")
+    sign = "-" if digits.startswith("-") else ""
+    whole, _, fraction = digits.lstrip("+-").partition(".")
+    whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
+    value = whole + ("." + fraction if fraction else "")
+    return value if value == "0" else sign + value
+
+
+def is_canonical_number(answer: str) -> bool:
+    """Whether ``answer`` is a plain canonical number (as opposed to a symbolic answer for math-verify)."""
+    return _CANONICAL.fullmatch(answer) is not None
+
+
+def is_plain_number(snippet: str) -> bool:
+    """Whether a snippet is just a number: optional ``$``, separators, sign and final period, no words."""
+    return _PLAIN_SNIPPET.fullmatch(clean(snippet[:MAX_SNIPPET_CHARS])) is not None
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for match in _BRACE.finditer(text):
+        if match.group() == "{":
+            stack.append(match.start())
+        elif stack:
+            pairs[stack.pop()] = match.start()
+    return pairs
+
+
+def boxed_spans(text: str) -> Iterator[tuple[int, str]]:
+    """``(start, body)`` of each balanced ``\\boxed{...}``, last first; an unclosed one is skipped."""
+    opens = list(_BOXED.finditer(text))
+    if not opens:
+        return
+    pairs = _matching_braces(text)
+    for match in reversed(opens):
+        close = pairs.get(match.end() - 1)
+        if close is not None:
+            yield match.start(), text[match.end() : close]
+
+
+def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
+    """The answer in a short snippet: a canonical number, a symbolic string for math-verify, or None.
+
+    Args:
+        snippet: Text that should hold an answer (a boxed body, an ``<answer>`` body, a "####" line).
+        strict: Only accept a snippet that is an answer as a whole (a number with unit words, or a
+            symbolic expression); otherwise also take the first number of a sentence.
+
+    >>> [answer_from_snippet(s) for s in ["$1{,}080.00", "18 dollars.", r"\\dfrac12", "x = -3", "none"]]
+    ['1080', '18', '\\\\dfrac12', '-3', None]
+    >>> answer_from_snippet("Step 2: add", strict=True) is None
+    True
+    """
+    text = clean(snippet[:MAX_SNIPPET_CHARS])
+    text = next((body for _, body in boxed_spans(text)), text)
+    for _ in range(3):  # \text{\textbf{18}}: unwrap a few levels, bounded
+        text = _TEXT_COMMAND.sub(r" \1 ", text)
+    text = _DROP.sub("", text).strip().strip("*_:").strip()
+    if "=" in text:
+        text = text.rsplit("=", 1)[1]
+    head = _UNIT_TAIL.sub("", text).strip().rstrip(".").strip()
+    if NUMBER.fullmatch(head):
+        return canonical_number(head)
+    if _SYMBOLIC.search(head) and not _WORD.search(_LATEX_COMMAND.sub("", head)):
+        return " ".join(head.split())
+    if strict:
+        return None
+    first = NUMBER.search(text)
+    return canonical_number(first.group()) if first else None

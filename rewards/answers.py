@@ -1,0 +1,253 @@
+r"""THE answer grader: the correctness reward and evaluation both grade through this module.
+
+Final-answer precedence (``DEFAULT_PRECEDENCE``; every function takes ``precedence`` to reorder or drop
+rules). The first rule that finds an answer wins; within a rule, the last candidate in the text wins:
+
+1. ``boxed``: the last balanced ``\boxed{...}`` (nested braces fine; an unclosed one is skipped).
+2. ``hash``: the last ``#### n`` whose rest of line is an answer (markdown headings such as
+   ``#### Step 1: ...`` are not answers and are skipped).
+3. ``answer_tag``: the last ``<answer>...</answer>``, or an unclosed ``<answer>`` running to the end.
+4. ``phrase``: the last "the answer is ..." / "Answer: ..." with an answer on its line (or the next
+   non-blank line when its own line is empty).
+5. ``last_number``: the last number in the text.
+
+Numbers are normalised before comparison: thousands separators (``1,080``, ``1{,}080``, ``1\,080``),
+``$``/``\$``, ``%``, unit words ("18 dollars"), a trailing period, unicode minus signs, trailing zeros
+(``18.0 == 18``). Plain numbers compare exactly as canonical decimal strings; anything symbolic
+(``\frac{1}{2}``, ``\dfrac12``, ``3/4``) goes through math-verify, bounded in time on any thread.
+
+Only the last ``TAIL_CHARS`` characters of a text are read, so grading a runaway 1 MB completion costs
+the same as a normal one, and no function here raises on any model output.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import islice
+from typing import NamedTuple
+
+from rewards._layout import STYLES, check_style, format_parts
+from rewards._parsing import (
+    HASH_LINE,
+    MAX_SNIPPET_CHARS,
+    NUMBER,
+    TAIL_CHARS,
+    answer_from_snippet,
+    boxed_spans,
+    canonical_number,
+    clean,
+    is_canonical_number,
+    tail,
+)
+from rewards._symbolic import equivalent
+
+__all__ = [
+    "DEFAULT_PRECEDENCE",
+    "TAIL_CHARS",
+    "Found",
+    "answers_match",
+    "check_precedence",
+    "extract_answer",
+    "find_answer",
+    "format_ok",
+    "gold_answer",
+    "is_correct",
+]
+
+DEFAULT_PRECEDENCE = ("boxed", "hash", "answer_tag", "phrase", "last_number")
+# Candidates tried per rule, from the last: bounds the work on texts with thousands of markers.
+_MAX_CANDIDATES = 8
+_OPEN_TAG = re.compile(r"<answer>", re.IGNORECASE)
+_CLOSE_TAG = re.compile(r"</answer>", re.IGNORECASE)
+_PHRASE = re.compile(r"\banswer\b[\s*_]{0,4}(?:is\b|:|=)", re.IGNORECASE)
+
+
+class Found(NamedTuple):
+    """A final answer located in a completion."""
+
+    answer: str  # canonical number ("1080", "-0.5") or a symbolic string ("\\frac{1}{2}")
+    start: int  # index in the text where the answer's marker starts (approximate after cleaning)
+    rule: str  # the precedence rule that found it
+
+
+def _last(matches: Iterator[re.Match]) -> list[re.Match]:
+    return list(matches)[::-1][:_MAX_CANDIDATES]
+
+
+def _from_boxed(text: str) -> tuple[int, str] | None:
+    for start, body in islice(boxed_spans(text), _MAX_CANDIDATES):
+        answer = answer_from_snippet(body)
+        if answer is not None:
+            return start, answer
+    return None
+
+
+def _from_hash(text: str) -> tuple[int, str] | None:
+    for match in _last(HASH_LINE.finditer(text)):
+        answer = answer_from_snippet(match.group(1), strict=True)
+        if answer is not None:
+            return match.start(), answer
+    return None
+
+
+def _from_answer_tag(text: str) -> tuple[int, str] | None:
+    for opening in _last(_OPEN_TAG.finditer(text)):
+        closing = _CLOSE_TAG.search(text, opening.end())
+        body = text[opening.end() : closing.start() if closing else len(text)]
+        answer = answer_from_snippet(body)
+        if answer is not None:
+            return opening.start(), answer
+    return None
+
+
+def _from_phrase(text: str) -> tuple[int, str] | None:
+    for match in _last(_PHRASE.finditer(text)):
+        line, _, after = text[match.end() : match.end() + MAX_SNIPPET_CHARS].partition("\n")
+        if not line.strip(" \t*_:"):  # "The answer is:\n\n18"
+            line = next((candidate for candidate in after.split("\n") if candidate.strip()), "")
+        answer = answer_from_snippet(line)
+        if answer is not None:
+            return match.start(), answer
+    return None
+
+
+def _from_last_number(text: str) -> tuple[int, str] | None:
+    last = deque(NUMBER.finditer(text), maxlen=1)
+    return (last[0].start(), canonical_number(last[0].group())) if last else None
+
+
+_RULES = {
+    "boxed": _from_boxed,
+    "hash": _from_hash,
+    "answer_tag": _from_answer_tag,
+    "phrase": _from_phrase,
+    "last_number": _from_last_number,
+}
+
+
+def check_precedence(precedence: Sequence[str]) -> tuple[str, ...]:
+    """Validate a precedence list; raises ValueError naming unknown rules and the valid ones.
+
+    >>> check_precedence(["hash", "boxed"])
+    ('hash', 'boxed')
+    """
+    rules = tuple(precedence) if isinstance(precedence, (list, tuple)) else None
+    if not rules:
+        raise ValueError(
+            f"precedence must be a non-empty list of rules from {list(_RULES)}, got {precedence!r}."
+        )
+    for rule in rules:
+        if rule not in _RULES:
+            close = difflib.get_close_matches(str(rule), list(_RULES), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"Unknown precedence rule {rule!r}.{hint} Available: {', '.join(_RULES)}.")
+    if len(set(rules)) != len(rules):
+        raise ValueError(f"precedence lists a rule twice: {list(rules)}.")
+    return rules
+
+
+def find_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> Found | None:
+    r"""Locate the final answer of ``text``: its normalised value, where it starts, which rule found it.
+
+    >>> find_answer("So 9 * 2 = 18.\n#### 18")
+    Found(answer='18', start=15, rule='hash')
+    """
+    rules = precedence if precedence is DEFAULT_PRECEDENCE else check_precedence(precedence)
+    offset, body = tail(text)
+    body = clean(body)
+    for rule in rules:
+        hit = _RULES[rule](body)
+        if hit is not None:
+            return Found(answer=hit[1], start=offset + hit[0], rule=rule)
+    return None
+
+
+def extract_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> str | None:
+    r"""The normalised final answer of a completion, or None when it has none.
+
+    Args:
+        text: A model completion (any string; never raises).
+        precedence: Rule order, see the module docstring.
+
+    Returns:
+        A canonical number ("1080", "-3", "0.5"), a symbolic answer ("\\frac{1}{2}"), or None.
+
+    >>> extract_answer(r"The final answer is: $\boxed{1{,}080}$")
+    '1080'
+    >>> extract_answer("<reasoning>3 + 4 = 7</reasoning>\n<answer>$7.00</answer>")
+    '7'
+    >>> extract_answer("I don't know.") is None
+    True
+    """
+    found = find_answer(text, precedence)
+    return found.answer if found else None
+
+
+def gold_answer(gold: str | float) -> str:
+    """The normalised gold answer, from GSM8K's form ("... #### 1,080") or a plain one ("1080").
+
+    Raises:
+        ValueError: The gold holds no number or expression (a data error, never a model's).
+        TypeError: The gold is neither a string nor a number.
+
+    >>> gold_answer("She sells 9 * 2 = 18.\\n#### 1,080"), gold_answer("18.0"), gold_answer(-3)
+    ('1080', '18', '-3')
+    """
+    if isinstance(gold, bool) or not isinstance(gold, (str, int, float)):
+        raise TypeError(f"gold answer must be a string or a number, got {type(gold).__name__} {gold!r}.")
+    _, marker, after = str(gold).rpartition("####")
+    answer = answer_from_snippet(after if marker else str(gold))
+    if answer is None:
+        raise ValueError(
+            f"gold answer {str(gold)[-200:]!r} holds no number or expression; expected a plain answer "
+            "such as '42' or GSM8K's solution form '... #### 42'."
+        )
+    return answer
+
+
+def answers_match(pred: str, gold: str) -> bool:
+    r"""Whether two normalised answers (from ``extract_answer``/``gold_answer``) are equal.
+
+    >>> answers_match("18", "18"), answers_match(r"\frac{1}{2}", "0.5"), answers_match("18", "1.8")
+    (True, True, False)
+    """
+    if is_canonical_number(pred) and is_canonical_number(gold):
+        return pred == gold
+    return equivalent(gold, pred)
+
+
+def is_correct(text: str, gold: str | float, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> bool:
+    r"""Whether a completion's final answer equals the gold answer.
+
+    Args:
+        text: A model completion (any string; never raises on it).
+        gold: The gold answer, plain ("1080") or GSM8K's solution form ("... #### 1,080").
+        precedence: Rule order, see the module docstring.
+
+    Raises:
+        ValueError: The gold holds no answer (see ``gold_answer``).
+
+    >>> is_correct(r"Janet makes \(\boxed{18}\) dollars.", "#### 18")
+    True
+    >>> is_correct("The answer is 18.5", "18")
+    False
+    """
+    gold = gold_answer(gold)
+    found = find_answer(text, precedence)
+    return found is not None and answers_match(found.answer, gold)
+
+
+def format_ok(text: str, style: str | None = None) -> bool:
+    r"""Whether the final answer is given in a shipped prompt style's form, and parses.
+
+    ``tags``: an ``<answer>...</answer>`` block; ``hash``: a ``#### n`` line. ``style=None`` accepts
+    either. Evaluation splits samples into correct / well-formatted but wrong / unparseable with it.
+
+    >>> format_ok("<reasoning>3+4</reasoning><answer>7</answer>"), format_ok("so 7", style="hash")
+    (True, False)
+    """
+    styles = STYLES if style is None else (check_style(style),)
+    return any(format_parts(text, name).answer for name in styles)

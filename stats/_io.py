@@ -1,0 +1,56 @@
+"""Atomic output files: write to a temporary file next to the target, then `os.replace` it into place."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from stats.records import InputError
+
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def check_output_path(path: str | Path, option: str, suffixes: tuple[str, ...]) -> Path:
+    """Fail before any work when an output path cannot be written.
+
+    Args:
+        path: The path the user gave.
+        option: The command-line option, for the message (e.g. ``"--plot"``).
+        suffixes: Accepted file suffixes, lower case.
+
+    Returns:
+        The path as a `Path`.
+
+    Raises:
+        InputError: Wrong suffix or missing parent folder.
+    """
+    path = Path(path)
+    if path.suffix.lower() not in suffixes:
+        raise InputError(f"{option} {path}: expected a file ending in {', '.join(suffixes)}.")
+    if not path.parent.is_dir():
+        raise InputError(f"{option} {path}: folder {path.parent} does not exist; create it first.")
+    return path
+
+
+def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write UTF-8 text so that readers see either the old file or the whole new one."""
+    _write_atomic(Path(path), lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def save_figure_atomic(fig, path: str | Path) -> None:
+    """Save a matplotlib figure atomically; the format follows the file suffix."""
+    path = Path(path)
+    _write_atomic(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=120))

@@ -1,0 +1,183 @@
+"""Plot GRPO training curves from a training output folder's trainer_state.json.
+
+    python -m stats.curves OUTPUT_DIR [--out curves.png]
+
+Panels: reward mean with a mean +- std band (TRL logs a per-step reward std, not a min/max), each reward's
+mean, loss, KL, completion length (mean with the min-max band TRL logs) and the share of completions clipped
+at max_completion_length. Vertical lines mark the checkpoint-<step> folders found in OUTPUT_DIR. A metric
+that was never logged (KL with beta = 0, say) leaves its panel saying "not logged".
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from stats._io import IMAGE_SUFFIXES, check_output_path, save_figure_atomic
+from stats.records import InputError
+from stats.trainer_state import checkpoint_steps, load_trainer_state, metric_series, reward_names
+
+
+def _not_logged(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"{what}\nnot logged", ha="center", va="center", transform=ax.transAxes, color="gray")
+
+
+def _line(ax, series: dict[int, float], label: str, **style) -> bool:
+    """Plot one series; returns False (plotting nothing) when it is empty."""
+    if not series:
+        return False
+    steps = sorted(series)
+    ax.plot(steps, [series[s] for s in steps], marker=".", label=label, **style)
+    return True
+
+
+def _band(ax, low: dict[int, float], high: dict[int, float], label: str, color: str) -> None:
+    """Shade between two series at the steps where both were logged."""
+    steps = sorted(set(low) & set(high))
+    if steps:
+        ax.fill_between(
+            steps, [low[s] for s in steps], [high[s] for s in steps], alpha=0.2, color=color, label=label
+        )
+
+
+def _panels(history: list[dict]) -> list[tuple[str, Callable]]:
+    """(title, draw function) per panel; each draw returns the keys it found nothing for."""
+
+    def reward(ax) -> list[str]:
+        mean, std = metric_series(history, "reward"), metric_series(history, "reward_std")
+        if not _line(ax, mean, "reward mean" + ("" if std else " (reward_std not logged)"), color="tab:blue"):
+            return ["reward"]
+        both = set(mean) & set(std)
+        _band(
+            ax,
+            {s: mean[s] - std[s] for s in both},
+            {s: mean[s] + std[s] for s in both},
+            "mean ± std over the step's completions (TRL logs no per-step min/max)",
+            "tab:blue",
+        )
+        return [] if std else ["reward_std"]
+
+    def per_reward(ax) -> list[str]:
+        names = reward_names(history)
+        drawn = [_line(ax, metric_series(history, f"rewards/{n}/mean"), n) for n in names]
+        return [] if any(drawn) else ["rewards/<name>/mean"]
+
+    def single(key: str, label: str):
+        return lambda ax: [] if _line(ax, metric_series(history, key), label) else [key]
+
+    def length(ax) -> list[str]:
+        mean = metric_series(history, "completions/mean_length")
+        if not _line(ax, mean, "mean", color="tab:purple"):
+            return ["completions/mean_length"]
+        low, high = (
+            metric_series(history, "completions/min_length"),
+            metric_series(history, "completions/max_length"),
+        )
+        _band(ax, low, high, "min-max over the step's completions", "tab:purple")
+        return []
+
+    return [
+        ("Reward", reward),
+        ("Reward by function (mean)", per_reward),
+        ("Loss", single("loss", "loss")),
+        ("KL to the reference model", single("kl", "kl")),
+        ("Completion length (tokens)", length),
+        ("Share of completions clipped at max length", single("completions/clipped_ratio", "clipped share")),
+    ]
+
+
+def draw_curves(history: list[dict], checkpoints: list[int], title: str) -> tuple[Figure, list[str]]:
+    """Draw the six training-curve panels.
+
+    Args:
+        history: ``trainer_state["log_history"]``.
+        checkpoints: Steps to mark with vertical lines.
+        title: Figure title.
+
+    Returns:
+        The figure and the keys that had no finite value (their panels say "not logged").
+    """
+    fig = Figure(figsize=(15, 8))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(2, 3, sharex=True).ravel()
+    missing: list[str] = []
+    for ax, (panel_title, draw) in zip(axes, _panels(history)):
+        ax.set_title(panel_title, fontsize=10)
+        absent = draw(ax)
+        missing += absent
+        if ax.lines:
+            for i, step in enumerate(checkpoints):
+                ax.axvline(
+                    step, color="gray", linestyle=":", linewidth=1, label="checkpoint" if i == 0 else None
+                )
+            ax.legend(fontsize=7)
+        else:
+            _not_logged(ax, ", ".join(absent))
+    for ax in axes[3:]:
+        ax.set_xlabel("step")
+    fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig, missing
+
+
+def plot_curves(output_dir: str | Path, out: str | Path) -> dict:
+    """Draw the training curves of one run and write the image atomically.
+
+    Args:
+        output_dir: The training output folder.
+        out: Output image path (.png, .pdf or .svg).
+
+    Returns:
+        A summary: ``source`` (the trainer_state.json read), ``entries`` (log_history length),
+        ``checkpoints`` (steps), ``missing`` (keys with no finite value; their panels say "not logged").
+
+    Raises:
+        InputError: No usable trainer_state.json, or a log_history without any logged step.
+    """
+    source, state = load_trainer_state(output_dir)
+    history = [e for e in state["log_history"] if isinstance(e, dict)]
+    if not any(isinstance(e.get("step"), int) for e in history):
+        raise InputError(
+            f"{source}: log_history has no logged step yet (is logging_steps larger than the run?)."
+        )
+    checkpoints = checkpoint_steps(output_dir)
+    fig, missing = draw_curves(history, checkpoints, f"Training curves: {source}")
+    save_figure_atomic(fig, out)
+    return {"source": str(source), "entries": len(history), "checkpoints": checkpoints, "missing": missing}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (2 on bad input, 1 when the image cannot be written)."""
+    parser = argparse.ArgumentParser(prog="python -m stats.curves", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "output_dir", help="training output folder (holds checkpoint-*/ or trainer_state.json)"
+    )
+    parser.add_argument("--out", help="image to write (.png, .pdf, .svg; default OUTPUT_DIR/curves.png)")
+    args = parser.parse_args(argv)
+    # The default lands in OUTPUT_DIR, which plot_curves checks itself.
+    out = Path(args.output_dir) / "curves.png"
+    try:
+        if args.out:
+            out = check_output_path(args.out, "--out", IMAGE_SUFFIXES)
+        summary = plot_curves(args.output_dir, out)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(f"error: cannot write {out}: {err}", file=sys.stderr)
+        return 1
+    marks = ", ".join(map(str, summary["checkpoints"])) or "none found"
+    print(f"read {summary['source']} ({summary['entries']} log entries); checkpoints at steps: {marks}")
+    if summary["missing"]:
+        print(f"not logged (panels say so): {', '.join(summary['missing'])}")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

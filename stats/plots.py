@@ -1,0 +1,84 @@
+"""The comparison figure: both accuracies with 95% intervals, and the per-question differences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from stats._io import save_figure_atomic
+from stats.analysis import PRIMARY_TEST, Comparison
+from stats.report import format_p
+
+_COLORS = {"improved": "tab:green", "regressed": "tab:red", "unchanged": "tab:gray"}
+
+
+def _accuracy_panel(ax, c: Comparison) -> None:
+    for x, (label, m) in enumerate((("baseline", c.baseline), ("tuned", c.tuned))):
+        acc = 100 * m.accuracy
+        if m.ci95 is None:
+            ax.plot([x], [acc], "o", color="tab:blue")
+            note = "CI undefined"
+        else:
+            err = [[acc - 100 * m.ci95[0]], [100 * m.ci95[1] - acc]]
+            ax.errorbar([x], [acc], yerr=err, fmt="o", capsize=8, color="tab:blue")
+            note = f"[{100 * m.ci95[0]:.1f}, {100 * m.ci95[1]:.1f}]"
+        ax.annotate(f"{acc:.1f}%\n{note}", (x, acc), textcoords="offset points", xytext=(14, -10), fontsize=8)
+    ax.set_xticks(
+        [0, 1],
+        [
+            f"baseline\n{c.baseline.correct}/{c.baseline.samples}",
+            f"tuned\n{c.tuned.correct}/{c.tuned.samples}",
+        ],
+    )
+    ax.set_xlim(-0.5, 1.8)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("accuracy (%), 95% CI over questions")
+    ax.set_title(f"Accuracy on {len(c.ids)} questions")
+
+
+def _difference_panel(ax, c: Comparison) -> None:
+    order = sorted(range(len(c.diffs)), key=lambda i: (c.diffs[i], c.ids[i]))
+    values = [100 * float(c.diffs[i]) for i in order]
+    colors = [_COLORS["improved" if v > 0 else "regressed" if v < 0 else "unchanged"] for v in values]
+    ax.bar(range(len(values)), values, color=colors, width=0.8)
+    ax.scatter(range(len(values)), values, color=colors, s=12, zorder=3)  # makes zero bars visible
+    ax.axhline(0, color="black", linewidth=0.8)
+    mean = 100 * c.difference
+    ax.axhline(mean, color="tab:blue", linestyle="--", label=f"mean {mean:+.1f} points")
+    if c.difference_ci95 is not None:
+        lo, hi = (100 * v for v in c.difference_ci95)
+        ax.axhspan(lo, hi, color="tab:blue", alpha=0.15, label=f"paired 95% CI [{lo:+.1f}, {hi:+.1f}]")
+    primary = c.tests[PRIMARY_TEST]
+    p = format_p(primary.p_value if primary else None)
+    ax.set_title(
+        f"Per-question difference: {c.improved} improved, {c.regressed} regressed, {c.unchanged} unchanged\n"
+        f"{PRIMARY_TEST} p = {p}",
+        fontsize=10,
+    )
+    ax.set_xlabel("question (sorted by difference)")
+    ax.set_ylabel("tuned - baseline accuracy (points)")
+    ax.set_ylim(-105, 105)
+    ax.legend(loc="upper left", fontsize=8)
+
+
+def draw_comparison(c: Comparison) -> Figure:
+    """The comparison figure: accuracies with 95% CIs (left), per-question differences (right)."""
+    fig = Figure(figsize=(11, 4.5))
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2.2]})
+    _accuracy_panel(left, c)
+    _difference_panel(right, c)
+    fig.tight_layout()
+    return fig
+
+
+def plot_comparison(c: Comparison, path: str | Path) -> None:
+    """Draw the comparison figure and write it atomically to ``path`` (format from the suffix).
+
+    Args:
+        c: The comparison to draw.
+        path: Output image file.
+    """
+    save_figure_atomic(draw_comparison(c), path)

@@ -1,0 +1,217 @@
+"""Load and validate evaluation records (JSONL, one graded sample per line) and pair two models by question.
+
+The record schema is DESIGN.md section 4: required ``id`` (str), ``sample`` (int >= 0) and ``correct`` (bool);
+every other key is optional and passed through untouched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED_KEYS = ("id", "sample", "correct")
+_EXAMPLE = '{"id": "gsm8k-test-00042", "sample": 0, "correct": true}'
+# Enough to show a pattern without flooding the terminal when a whole file is wrong.
+_MAX_ERRORS_SHOWN = 5
+
+
+class InputError(ValueError):
+    """A problem with the user's input files or arguments; the message says what and how to fix it."""
+
+
+@dataclass(frozen=True)
+class ModelRecords:
+    """The validated records of one model.
+
+    Attributes:
+        path: The file the records came from.
+        records: Every record in file order (dicts with at least ``id``, ``sample``, ``correct``).
+        counts: Question id -> (correct samples, total samples).
+    """
+
+    path: Path
+    records: list[dict]
+    counts: dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """The questions two models are compared on.
+
+    Attributes:
+        ids: Question ids present in both files, sorted.
+        baseline_only: Ids dropped because only the baseline file has them (non-empty only with ``intersect``).
+        tuned_only: Ids dropped because only the tuned file has them.
+    """
+
+    ids: list[str]
+    baseline_only: list[str]
+    tuned_only: list[str]
+
+
+def _check_record(obj: object, where: str) -> str | None:
+    """Return an error message for one parsed line, or None when it is a valid record."""
+    if not isinstance(obj, dict):
+        return f"{where}: expected a JSON object such as {_EXAMPLE}, got a JSON {type(obj).__name__}."
+    for key in REQUIRED_KEYS:
+        if key not in obj:
+            close = difflib.get_close_matches(key, [str(k) for k in obj], n=1, cutoff=0.6)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            return (
+                f"{where}: missing required key '{key}' (required: {', '.join(REQUIRED_KEYS)}; "
+                f"found: {', '.join(map(str, obj)) or 'none'}).{hint}"
+            )
+    if not isinstance(obj["id"], str) or not obj["id"]:
+        return f'{where}: "id" must be a non-empty string such as "gsm8k-test-00042", got {obj["id"]!r}.'
+    sample = obj["sample"]
+    if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+        return f'{where}: "sample" must be an integer >= 0 (the sample index 0..k-1), got {sample!r}.'
+    if not isinstance(obj["correct"], bool):
+        return f'{where}: "correct" must be true or false, got {obj["correct"]!r}.'
+    return None
+
+
+def load_records(path: str | Path) -> ModelRecords:
+    """Read and validate one JSONL file of graded samples.
+
+    Blank lines are skipped. Every other line must be a JSON object with the required keys; a repeated
+    ``(id, sample)`` pair is an error because it would count one sample twice.
+
+    Args:
+        path: The JSONL file written by ``recipes/evaluate.py``.
+
+    Returns:
+        The records and per-question counts.
+
+    Raises:
+        InputError: The file is missing, unreadable, empty, or has invalid lines (up to five are named).
+    """
+    path = Path(path)
+    if not path.is_file():
+        kind = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise InputError(f"{path} {kind}: expected a JSONL file of graded samples.")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read the file as UTF-8 text ({err}).") from None
+
+    errors: list[str] = []
+    records: list[dict] = []
+    first_line: dict[tuple[str, int], int] = {}
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{path} line {lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            errors.append(
+                f"{where}: not valid JSON ({err.msg} at column {err.colno}); expected e.g. {_EXAMPLE}."
+            )
+            continue
+        problem = _check_record(obj, where)
+        if problem:
+            errors.append(problem)
+            continue
+        key = (obj["id"], obj["sample"])
+        if key in first_line:
+            errors.append(
+                f"{where}: duplicate (id, sample) = {key!r}, first seen on line {first_line[key]}. "
+                "Each sample of a question must appear once: were two runs concatenated?"
+            )
+            continue
+        first_line[key] = lineno
+        records.append(obj)
+
+    if errors:
+        more = len(errors) - _MAX_ERRORS_SHOWN
+        shown = errors[:_MAX_ERRORS_SHOWN] + ([f"... and {more} more invalid lines."] if more > 0 else [])
+        raise InputError("\n".join(shown))
+    if not records:
+        raise InputError(f"{path}: no records (the file is empty). Expected one JSON object per line.")
+
+    counts: dict[str, tuple[int, int]] = {}
+    for rec in records:
+        correct, total = counts.get(rec["id"], (0, 0))
+        counts[rec["id"]] = (correct + rec["correct"], total + 1)
+    return ModelRecords(path=path, records=records, counts=counts)
+
+
+def _examples(ids: list[str], limit: int = 3) -> str:
+    shown = ", ".join(repr(i) for i in ids[:limit])
+    return shown + (", ..." if len(ids) > limit else "")
+
+
+def _check_gold(baseline: ModelRecords, tuned: ModelRecords, ids: list[str]) -> None:
+    """Refuse files graded against different gold answers for the same question id."""
+    wanted = set(ids)
+    gold_base = {r["id"]: r["gold"] for r in baseline.records if "gold" in r and r["id"] in wanted}
+    for rec in tuned.records:
+        qid = rec["id"]
+        if "gold" in rec and qid in gold_base and str(rec["gold"]) != str(gold_base[qid]):
+            raise InputError(
+                f"Question {qid!r} has gold {gold_base[qid]!r} in {baseline.path} but {rec['gold']!r} in "
+                f"{tuned.path}: the two files were graded against different data. Re-run the evaluation "
+                "of both models on the same dataset."
+            )
+
+
+def pair_questions(baseline: ModelRecords, tuned: ModelRecords, *, intersect: bool = False) -> Pairing:
+    """Match the two models' questions.
+
+    Args:
+        baseline: Records of the model before fine-tuning.
+        tuned: Records of the fine-tuned model.
+        intersect: Compare only the shared questions instead of refusing different question sets.
+
+    Returns:
+        The paired ids and, with ``intersect``, the ids that were dropped.
+
+    Raises:
+        InputError: The question sets differ (without ``intersect``), share no question, or disagree on gold.
+    """
+    base_ids, tuned_ids = set(baseline.counts), set(tuned.counts)
+    shared = sorted(base_ids & tuned_ids)
+    only_base, only_tuned = sorted(base_ids - tuned_ids), sorted(tuned_ids - base_ids)
+    if not shared:
+        raise InputError(
+            f"{baseline.path} and {tuned.path} have no question id in common "
+            f"(e.g. {_examples(sorted(base_ids))} vs {_examples(sorted(tuned_ids))}): "
+            "were they evaluated on the same dataset split?"
+        )
+    if (only_base or only_tuned) and not intersect:
+        raise InputError(
+            f"{baseline.path} and {tuned.path} cover different questions: "
+            f"{len(only_base) + len(only_tuned)} of {len(base_ids | tuned_ids)} differ "
+            f"({len(only_base)} only in the baseline file{': ' + _examples(only_base) if only_base else ''}; "
+            f"{len(only_tuned)} only in the tuned file{': ' + _examples(only_tuned) if only_tuned else ''}). "
+            f"Evaluate both models on the same questions, or pass --intersect to compare the "
+            f"{len(shared)} shared questions."
+        )
+    _check_gold(baseline, tuned, shared)
+    return Pairing(ids=shared, baseline_only=only_base, tuned_only=only_tuned)
+
+
+def describe_samples(model: ModelRecords, ids: list[str]) -> str:
+    """Say how many samples per question a model has on the paired questions, naming uneven ones.
+
+    Args:
+        model: One model's records.
+        ids: The paired question ids.
+
+    Returns:
+        E.g. ``"5 samples per question"`` or ``"3 to 5 samples per question (2 questions have fewer than
+        5: 'a' (3), 'b' (4))"``.
+    """
+    sizes = {qid: model.counts[qid][1] for qid in ids}
+    most = max(sizes.values())
+    fewer = sorted((qid for qid, n in sizes.items() if n < most), key=lambda q: (sizes[q], q))
+    if not fewer:
+        return f"{most} sample{'s' if most != 1 else ''} per question"
+    named = ", ".join(f"{qid!r} ({sizes[qid]})" for qid in fewer[:3]) + (", ..." if len(fewer) > 3 else "")
+    return (
+        f"{min(sizes.values())} to {most} samples per question ({len(fewer)} question"
+        f"{'s have' if len(fewer) != 1 else ' has'} fewer than {most}: {named})"
+    )

@@ -1,0 +1,167 @@
+"""Render a `Comparison` as a plain-text report or a JSON-ready dict."""
+
+from __future__ import annotations
+
+from stats.analysis import PRIMARY_REASON, PRIMARY_TEST, Comparison, ModelSummary
+from stats.paired import TestResult
+from stats.power import ALPHA, POWER
+
+PAIRED_TESTS = ("sign_flip", "paired_t", "wilcoxon", "mcnemar")
+INDEPENDENCE_TESTS = ("two_proportion_z", "welch_t")
+
+
+def format_p(p: float | None) -> str:
+    """A p-value for people: four decimals, scientific below 0.0001, 'undefined' for None."""
+    if p is None:
+        return "undefined"
+    return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
+
+
+def _points(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _ci_points(ci: tuple[float, float] | None) -> str:
+    return "undefined (no spread across questions)" if ci is None else f"[{_points(ci[0])}, {_points(ci[1])}]"
+
+
+def verdict(c: Comparison) -> str:
+    """One plain-language line naming the primary paired test."""
+    primary = c.tests[PRIMARY_TEST]
+    n = len(c.ids)
+    if primary is None or primary.p_value is None:
+        return (
+            f"Verdict: no difference to test: both models have the same accuracy on each of the {n} questions "
+            "(the paired tests are undefined)."
+        )
+    test = f"sign-flip permutation test on {n} paired questions, p = {format_p(primary.p_value)} (primary)"
+    ci = "" if c.difference_ci95 is None else f", 95% CI {_ci_points(c.difference_ci95)}"
+    if primary.p_value < ALPHA:
+        direction = "better" if c.difference > 0 else "worse"
+        return (
+            f"Verdict: the tuned model is {direction} than the baseline by {abs(100 * c.difference):.1f} "
+            f"points{ci}; {test}."
+        )
+    power = c.power.detectable_difference
+    reach = f"; this design detects about {100 * power:.1f} points at 80% power" if power is not None else ""
+    return (
+        f"Verdict: no significant difference at alpha {ALPHA} (tuned - baseline = "
+        f"{_points(c.difference)} points{ci}); {test}{reach}."
+    )
+
+
+def _model_line(label: str, m: ModelSummary) -> str:
+    ci = "undefined (no spread)" if m.ci95 is None else f"[{100 * m.ci95[0]:.1f}%, {100 * m.ci95[1]:.1f}%]"
+    return (
+        f"  {label:<9} {100 * m.accuracy:5.1f}%  95% CI {ci}  "
+        f"({m.correct}/{m.samples} samples, {m.questions} questions, {m.samples_note})"
+    )
+
+
+def _test_line(name: str, result: TestResult | None, primary: bool) -> str:
+    if result is None:
+        return f"  {name:<17} not applicable (needs exactly one sample per question in both files)"
+    head = f"  {name:<17} "
+    if result.p_value is None:
+        return f"{head}undefined: {result.reason}. [{result.method}]"
+    mark = "  <- PRIMARY" if primary else ""
+    return (
+        f"{head}statistic = {result.statistic:.4g}, p = {format_p(result.p_value)}{mark}  [{result.method}]"
+    )
+
+
+def format_text(c: Comparison) -> str:
+    """The full human-readable report."""
+    lines = [f"Paired comparison by question: {c.baseline.path} (baseline) vs {c.tuned.path} (tuned)"]
+    dropped = c.pairing.baseline_only + c.pairing.tuned_only
+    if dropped:
+        lines.append(
+            f"  --intersect dropped {len(dropped)} questions: {len(c.pairing.baseline_only)} only in the "
+            f"baseline file, {len(c.pairing.tuned_only)} only in the tuned file "
+            f"(e.g. {', '.join(repr(q) for q in dropped[:3])})."
+        )
+    lines += [
+        "",
+        "Accuracy (mean of per-question accuracies; 95% CI: t interval over questions, the clusters)",
+        _model_line("baseline", c.baseline),
+        _model_line("tuned", c.tuned),
+        (
+            f"  difference {_points(c.difference)} points, 95% CI {_ci_points(c.difference_ci95)} "
+            f"(paired t interval on {len(c.ids)} per-question differences)"
+        ),
+        "",
+        (
+            f"Questions: {c.improved} improved, {c.regressed} regressed, {c.unchanged} unchanged "
+            "(per-question accuracy change)"
+        ),
+    ]
+    p = c.power
+    if p.cohens_dz is None:
+        lines.append(f"Effect size and power: undefined ({p.reason}).")
+    else:
+        detect = (
+            "undefined" if p.detectable_difference is None else f"{100 * p.detectable_difference:.1f} points"
+        )
+        need = p.questions_needed if p.questions_needed is not None else f"undefined ({p.reason})"
+        lines += [
+            f"Effect size: Cohen's d_z = {p.cohens_dz:.3f} (mean / SD of per-question differences)",
+            (
+                f"Power (paired t, alpha {ALPHA}, two-sided, {POWER:.0%} power): smallest detectable difference "
+                f"with {len(c.ids)} questions = {detect}; questions needed to detect the observed "
+                f"{_points(c.difference)} points = {need}"
+            ),
+        ]
+    lines += ["", "Paired tests (the question is the unit)"]
+    lines += [_test_line(name, c.tests[name], name == PRIMARY_TEST) for name in PAIRED_TESTS]
+    lines += [
+        "Independence tests (ASSUME INDEPENDENT SAMPLES; shown only to compare with reports that used them)"
+    ]
+    lines += [_test_line(name, c.tests[name], False) for name in INDEPENDENCE_TESTS]
+    lines += ["", f"Why: {PRIMARY_REASON}", verdict(c)]
+    return "\n".join(lines)
+
+
+def _test_json(result: TestResult | None) -> dict | None:
+    if result is None:
+        return None
+    out = {"statistic": result.statistic, "p_value": result.p_value, "method": result.method}
+    if result.reason is not None:
+        out["undefined"] = result.reason
+    return out
+
+
+def _model_json(m: ModelSummary) -> dict:
+    return {
+        "file": m.path,
+        "accuracy": m.accuracy,
+        "ci95": list(m.ci95) if m.ci95 else None,
+        "questions": m.questions,
+        "samples": m.samples,
+        "correct": m.correct,
+        "samples_per_question": m.samples_note,
+    }
+
+
+def to_json(c: Comparison) -> dict:
+    """The machine-readable report (``--json``)."""
+    return {
+        "baseline": _model_json(c.baseline),
+        "tuned": _model_json(c.tuned),
+        "difference": {
+            "estimate": c.difference,
+            "ci95": list(c.difference_ci95) if c.difference_ci95 else None,
+            "questions": len(c.ids),
+        },
+        "tests": {name: _test_json(c.tests[name]) for name in PAIRED_TESTS + INDEPENDENCE_TESTS},
+        "primary_test": PRIMARY_TEST,
+        "questions": {"improved": c.improved, "regressed": c.regressed, "unchanged": c.unchanged},
+        "effect_size": {"cohens_dz": c.power.cohens_dz},
+        "power": {
+            "alpha": ALPHA,
+            "power": POWER,
+            "detectable_difference": c.power.detectable_difference,
+            "questions_needed": c.power.questions_needed,
+        },
+        "dropped": {"baseline_only": c.pairing.baseline_only, "tuned_only": c.pairing.tuned_only},
+        "verdict": verdict(c),
+    }

@@ -1,0 +1,69 @@
+"""Shared fixtures for the rewards tests: the GSM8K data and TRL-shaped reward arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def gsm8k_dir() -> Path:
+    """GSM8K_DATA_DIR, defaulting to ../shared/data/gsm8k beside the repository."""
+    return Path(os.environ.get("GSM8K_DATA_DIR", REPO.parent / "shared" / "data" / "gsm8k"))
+
+
+def gsm8k_rows() -> list[dict]:
+    """All GSM8K train+test rows; skips when the data is absent, except under CI=true where that fails."""
+    folder = gsm8k_dir()
+    paths = [folder / "train.jsonl", folder / "test.jsonl"]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        message = f"GSM8K data missing: {', '.join(missing)} (set GSM8K_DATA_DIR)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return [json.loads(line) for path in paths for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def gold_of(solution: str) -> str:
+    """The gold column as recipes/data.py writes it: the text after the last ``####``, commas removed."""
+    return solution.rpartition("####")[2].strip().replace(",", "")
+
+
+def chat(text: str) -> list[dict]:
+    """A completion in TRL's conversational form."""
+    return [{"role": "assistant", "content": text}]
+
+
+# Plug-in rewards for tests of `{path: ...}` specs.
+def length_bonus(completions, completion_ids, scale=1.0, cap=10, **kwargs):
+    """A plug-in reward: ``scale`` per token, up to ``cap`` tokens."""
+    return [scale * min(len(ids), cap) for ids in completion_ids]
+
+
+class ConstantReward:
+    """A plug-in reward class: ``value`` for every completion."""
+
+    def __init__(self, value: float = 1.0):
+        self.value = value
+
+    def __call__(self, completions, **kwargs):
+        return [self.value] * len(completions)
+
+
+unpicklable_lambda = lambda completions, **kwargs: [0.0] * len(completions)
+
+
+def _make_closure():
+    def closure_reward(completions, **kwargs):
+        return [0.0] * len(completions)
+
+    return closure_reward
+
+
+unpicklable_closure = _make_closure()
+NOT_CALLABLE = 3

@@ -1,0 +1,35 @@
+"""Shared test setup: offline Hugging Face libraries, a private model cache, the real GSM8K files."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Nothing in the suite may reach the Hub; a test that tries fails fast instead of hanging on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("GRPO_RECIPES_CACHE", str(Path(tempfile.gettempdir()) / "grpo-recipes-test-cache"))
+
+
+@pytest.fixture(scope="session")
+def gsm8k_dir() -> Path:
+    """The real GSM8K train/test JSONL folder (``$GSM8K_DATA_DIR``, default ``../shared/data/gsm8k``)."""
+    folder = Path(os.environ.get("GSM8K_DATA_DIR", REPO.parent / "shared" / "data" / "gsm8k"))
+    if not (folder / "test.jsonl").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"GSM8K data missing at {folder}: CI must provide ../shared/data/gsm8k or GSM8K_DATA_DIR")
+        pytest.skip(f"GSM8K data not found at {folder}; set GSM8K_DATA_DIR to the folder holding test.jsonl")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir() -> Path:
+    """Folder of the built-in tiny Llama (built once per cache)."""
+    from recipes.tiny_model import resolve_builtin
+
+    return Path(resolve_builtin("builtin:tiny-llama"))

@@ -1,0 +1,217 @@
+r"""The answer grader (rewards.answers) on realistic completions: Llama 3.1 and Qwen 2.5 styles, markdown,
+LaTeX, tags, `####`, units, money, negatives, thousands separators, several candidates, trailing notes.
+
+    python -m pytest tests/test_rewards_grader.py -q
+"""
+
+import pytest
+
+from rewards.answers import extract_answer, find_answer, format_ok, gold_answer, is_correct
+
+LLAMA_STEPS = (
+    "## Step 1: Eggs left to sell\nJanet's ducks lay 16 eggs; she uses 3 + 4 = 7 of them, so 16 - 7 = 9 remain.\n\n"
+    "## Step 2: Daily earnings\nShe sells 9 eggs at $2 each: 9 * 2 = 18.\n\n"
+)
+QWEN_STEPS = (
+    "To determine how much Janet makes, we follow these steps:\n\n"
+    "1. **Eggs left:**\n   \\[\n   16 - 3 - 4 = 9\n   \\]\n\n"
+    "2. **Earnings:**\n   \\[\n   9 \\times 2 = 18\n   \\]\n\n"
+)
+REASONING = "<reasoning>\nShe has 16 - 3 - 4 = 9 eggs and sells them for $2: 9 * 2 = 18.\n</reasoning>\n"
+
+# (id, completion, gold, extracted answer, correct)
+CASES = [
+    # Llama 3.1 8B Instruct
+    ("llama-boxed", LLAMA_STEPS + "The final answer is: $\\boxed{18}$", "18", "18", True),
+    ("llama-boxed-wrong", LLAMA_STEPS + "The final answer is: $\\boxed{20}$", "18", "20", False),
+    ("llama-bold-answer", LLAMA_STEPS + "**Answer:** Janet makes $18 per day.", "18", "18", True),
+    ("llama-answer-is", "9 eggs are left. 9 x 2 = 18.\nThe answer is 18.", "18", "18", True),
+    ("llama-hash", LLAMA_STEPS + "#### 18", "18", "18", True),
+    ("llama-hash-thousands", "The total is 12 * 90 = $1,080.\n#### 1,080", "1080", "1080", True),
+    (
+        "llama-md-headings",
+        "#### Step 1: Cost\n20 - 15 = 5\n#### Step 2: Result\nShe needs 5 more dollars.",
+        "5",
+        "5",
+        True,
+    ),
+    ("llama-dollar-latex", "Therefore, the total cost is $\\$1,080$.", "1080", "1080", True),
+    ("llama-steps-last-number", LLAMA_STEPS + "So Janet makes 18 dollars every day.", "18", "18", True),
+    # Qwen 2.5 Instruct
+    (
+        "qwen-prose-boxed",
+        QWEN_STEPS + "Therefore, Janet makes \\(\\boxed{18}\\) dollars every day.",
+        "18",
+        "18",
+        True,
+    ),
+    ("qwen-final-answer", QWEN_STEPS + "**Final Answer**\n\\[\n\\boxed{1080}\n\\]", "1080", "1080", True),
+    ("qwen-latex-thousands", QWEN_STEPS + "\\[\n\\boxed{1{,}080}\n\\]", "1080", "1080", True),
+    ("qwen-thin-space-thousands", "\\[\\boxed{1\\,080}\\]", "1080", "1080", True),
+    ("qwen-boxed-dollar", "She makes \\(\\boxed{\\$18}\\) a day.", "18", "18", True),
+    ("qwen-boxed-text-unit", "\\[\\boxed{18 \\text{ dollars}}\\]", "18", "18", True),
+    ("qwen-boxed-text-only", "\\[\\boxed{\\text{18 dollars}}\\]", "18", "18", True),
+    ("qwen-boxed-text-money", "\\boxed{\\text{\\$1,080}}", "1080", "1080", True),
+    ("qwen-boxed-percent", "The discount is \\(\\boxed{50\\%}\\).", "50", "50", True),
+    ("qwen-boxed-negative", "The change is \\(\\boxed{-7}\\).", "-7", "-7", True),
+    ("qwen-boxed-unicode-minus", "The change is \\(\\boxed{\u22127}\\).", "-7", "-7", True),
+    ("qwen-display-boxed", "\\[ \\boxed{18} \\]", "18", "18", True),
+    ("qwen-boxed-space", "So \\boxed {18}.", "18", "18", True),
+    ("fbox", "So \\fbox{18}.", "18", "18", True),
+    # LaTeX and symbolic answers (math-verify)
+    ("frac-half", "\\boxed{\\frac{1}{2}}", "0.5", "\\frac{1}{2}", True),
+    ("dfrac-short", "\\boxed{\\dfrac12}", "0.5", "\\dfrac12", True),
+    ("frac-integer", "\\boxed{\\frac{36}{2}}", "18", "\\frac{36}{2}", True),
+    ("slash-fraction", "\\boxed{3/4}", "0.75", "3/4", True),
+    ("nested-braces", "\\boxed{\\frac{\\sqrt{4}}{2}}", "1", "\\frac{\\sqrt{4}}{2}", True),
+    ("qwen-dfrac-prose", "So the answer is \\(\\boxed{\\dfrac{3}{4}}\\).", "0.75", "\\dfrac{3}{4}", True),
+    ("frac-wrong", "\\boxed{\\frac{1}{3}}", "0.5", "\\frac{1}{3}", False),
+    ("boxed-equation", "\\boxed{x = 5}", "5", "5", True),
+    ("boxed-decimal-zero", "\\boxed{18.0}", "18", "18", True),
+    ("boxed-trailing-zeros", "\\boxed{18.00}", "18", "18", True),
+    ("boxed-half-decimal", "\\boxed{0.50}", "0.5", "0.5", True),
+    # several candidates, trailing notes, truncation
+    ("two-boxed-last-wins", "First I got \\boxed{20}, but rechecking: \\boxed{18}", "18", "18", True),
+    (
+        "boxed-then-note",
+        "\\boxed{18}\n\nNote: this assumes she sells all 9 eggs, 7 days a week.",
+        "18",
+        "18",
+        True,
+    ),
+    ("boxed-beats-later-hash", "\\boxed{18}\n#### 20", "18", "18", True),
+    ("hash-beats-later-tag", "#### 20\n<answer>18</answer>", "18", "20", False),
+    ("tag-beats-later-phrase", "<answer>18</answer> The answer is 20", "18", "18", True),
+    ("unclosed-boxed-phrase", "9 * 2 = 18, so the answer is \\boxed{18", "18", "18", True),
+    (
+        "phrase-later-mention",
+        "The answer is 18.\nI double-checked and this answer is correct.",
+        "18",
+        "18",
+        True,
+    ),
+    ("phrase-first-number", "So the answer is 18, not 20.", "18", "18", True),
+    ("hash-then-note", "9 * 2 = 18\n#### 18\n\nNote: I assumed no eggs break.", "18", "18", True),
+    # tags
+    ("tags", REASONING + "<answer>\n18\n</answer>", "18", "18", True),
+    ("tags-dollar", REASONING + "<answer>$18</answer>", "18", "18", True),
+    ("tags-sentence", REASONING + "<answer>Janet makes $18 every day.</answer>", "18", "18", True),
+    ("tags-equation", REASONING + "<answer>9 * 2 = 18</answer>", "18", "18", True),
+    ("tags-wrong", REASONING + "<answer>17</answer>", "18", "17", False),
+    ("tags-unclosed", REASONING + "<answer>\n18", "18", "18", True),
+    ("tags-empty-answer", "<reasoning>9 * 2 = 18</reasoning><answer></answer>", "18", "18", True),
+    ("tags-thousands", REASONING + "<answer>1,080</answer>", "1080", "1080", True),
+    ("tags-boxed-inside", REASONING + "<answer>\\boxed{18}</answer>", "18", "18", True),
+    ("tags-bold", REASONING + "<answer>**18**</answer>", "18", "18", True),
+    ("tags-uppercase", "<REASONING>9*2</REASONING><ANSWER>18</ANSWER>", "18", "18", True),
+    # GSM8K's "#### n"
+    ("hash-alone", "#### 18", "18", "18", True),
+    ("hash-money", "#### $18.00", "18", "18", True),
+    ("hash-unit", "#### 18 dollars", "18", "18", True),
+    ("hash-period", "#### 18.", "18", "18", True),
+    ("hash-negative", "#### -12", "-12", "-12", True),
+    ("hash-unicode-minus", "It fell by 3 degrees.\n#### \u22123", "-3", "-3", True),
+    ("hash-decimal", "#### 2.5", "2.5", "2.5", True),
+    ("hash-cents", "#### $0.75", "0.75", "0.75", True),
+    ("hash-trailing-zero", "#### 3.50", "3.5", "3.5", True),
+    ("hash-near-miss", "#### 180", "18", "180", False),
+    # phrases
+    ("answer-colon", "Answer: 42", "42", "42", True),
+    ("answer-next-line", "The answer is:\n\n**42**", "42", "42", True),
+    ("answer-unit", "The final answer is 3 hours.", "3", "3", True),
+    ("answer-decimal-point", "The answer is .5", "0.5", "0.5", True),
+    ("answer-in-words", "The answer is eighteen.", "18", None, False),
+    # last number
+    ("last-number", "She makes 9 * 2 = 18 dollars.", "18", "18", True),
+    ("last-number-big", "In total she pays $1,234,567.89 for the house.", "1234567.89", "1234567.89", True),
+    ("last-number-percent", "The discount is 25%.", "25", "25", True),
+    ("last-number-negative", "Solving gives x = \u22125.", "-5", "-5", True),
+    # nothing to grade
+    ("no-number", "I'm not sure how to solve this problem.", "18", None, False),
+    ("empty", "", "18", None, False),
+    ("cut-off", "Let's think step by step. First, Janet", "18", None, False),
+]
+
+
+def test_table_is_large_enough():
+    assert len(CASES) >= 60
+    assert len({case[0] for case in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "answer", "correct"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_grades(text, gold, answer, correct):
+    assert extract_answer(text) == answer
+    assert is_correct(text, gold) is correct
+
+
+@pytest.mark.parametrize(
+    "gold", ["1080", "1,080", "#### 1,080", "12 * 90 = <<12*90=1080>>1080\n#### 1080", 1080, "1080.0"]
+)
+def test_gold_forms(gold):
+    assert gold_answer(gold) == "1080"
+    assert is_correct("So she pays \\boxed{1{,}080}.", gold)
+    assert not is_correct("So she pays \\boxed{1{,}081}.", gold)
+
+
+@pytest.mark.parametrize("gold", ["", "n/a", "#### "])
+def test_gold_without_an_answer_raises_with_the_expected_form(gold):
+    with pytest.raises(
+        ValueError, match=r"holds no number or expression; expected a plain answer such as '42'"
+    ):
+        is_correct("#### 18", gold)
+
+
+@pytest.mark.parametrize("gold", [None, True, [18]])
+def test_gold_of_the_wrong_type_raises(gold):
+    with pytest.raises(TypeError, match="gold answer must be a string or a number"):
+        is_correct("#### 18", gold)
+
+
+def test_precedence_is_configurable():
+    text = "\\boxed{18}\n#### 20\n<answer>22</answer>\nThe answer is 24. Then 26"
+    assert [find_answer(text).rule, find_answer(text).answer] == ["boxed", "18"]
+    assert extract_answer(text, precedence=["hash", "boxed"]) == "20"
+    assert extract_answer(text, precedence=["answer_tag"]) == "22"
+    assert extract_answer(text, precedence=["phrase"]) == "24"
+    assert extract_answer(text, precedence=["last_number"]) == "26"
+    assert extract_answer("no marker 7", precedence=["boxed", "hash"]) is None
+    with pytest.raises(ValueError, match="Did you mean 'boxed'"):
+        extract_answer(text, precedence=["boxd"])
+    with pytest.raises(ValueError, match="twice"):
+        extract_answer(text, precedence=["hash", "hash"])
+
+
+def test_answer_start_points_at_the_final_marker():
+    text = "Reasoning here.\n#### 18"
+    assert find_answer(text).start == text.index("####")
+    long = "x" * 50_000 + " The answer is 7."
+    assert find_answer(long) == ("7", long.index("answer"), "phrase")
+
+
+def test_huge_text_reads_only_the_tail():
+    assert extract_answer("\\boxed{1}" + "y" * 20_000 + "#### 2") == "2"
+
+
+@pytest.mark.parametrize(
+    ("text", "style", "ok"),
+    [
+        (REASONING + "<answer>18</answer>", None, True),
+        (REASONING + "<answer>18</answer>", "tags", True),
+        (REASONING + "<answer>18</answer>", "hash", False),
+        ("9 * 2 = 18\n#### 18", None, True),
+        ("9 * 2 = 18\n#### 18", "tags", False),
+        ("<answer>eighteen</answer>", None, False),
+        ("#### Step 1: add\nso 18", None, False),
+        ("Therefore \\boxed{18}", None, False),
+        ("", None, False),
+    ],
+)
+def test_format_ok(text, style, ok):
+    assert format_ok(text, style=style) is ok
+
+
+def test_format_ok_rejects_unknown_style():
+    with pytest.raises(ValueError, match="Did you mean 'tags'"):
+        format_ok("#### 1", style="tag")

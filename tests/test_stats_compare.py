@@ -1,0 +1,247 @@
+"""The `python -m stats.compare` command: report, JSON, plot, swap report and input errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from _stats_helpers import REPO, outcomes_from_counts, run_cli, write_records
+
+from stats.analysis import compare_models
+from stats.compare import main
+from stats.plots import draw_comparison
+from stats.records import load_records, pair_questions
+
+BASE_73 = [5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 3, 4]
+TUNED_92 = [5] * 12 + [4] * 8
+TEST_NAMES = {"paired_t", "wilcoxon", "sign_flip", "mcnemar", "two_proportion_z", "welch_t"}
+
+
+@pytest.fixture
+def reference_files(tmp_path):
+    base = write_records(tmp_path / "base.jsonl", outcomes_from_counts(BASE_73, 5), model="baseline")
+    tuned = write_records(tmp_path / "tuned.jsonl", outcomes_from_counts(TUNED_92, 5), model="tuned")
+    return base, tuned
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_output_has_the_documented_shape_and_reference_headline(capsys, reference_files):
+    code, out, _ = _run(capsys, *reference_files, "--json")
+    assert code == 0
+    result = json.loads(out)
+    for model, correct in (("baseline", 73), ("tuned", 92)):
+        assert result[model]["accuracy"] == pytest.approx(correct / 100)
+        assert result[model]["questions"] == 20 and result[model]["samples"] == 100
+        low, high = result[model]["ci95"]
+        assert low < correct / 100 < high
+    assert result["difference"]["estimate"] == pytest.approx(0.19) and result["difference"]["questions"] == 20
+    assert set(result["tests"]) == TEST_NAMES
+    assert result["tests"]["mcnemar"] is None
+    for name in TEST_NAMES - {"mcnemar"}:
+        assert {"statistic", "p_value"} <= set(result["tests"][name])
+        assert 0 < result["tests"][name]["p_value"] < 0.05
+    assert round(result["tests"]["two_proportion_z"]["p_value"], 4) == 0.0004
+    assert result["questions"] == {"improved": 14, "regressed": 0, "unchanged": 6}
+    assert result["primary_test"] == "sign_flip"
+    assert result["verdict"].startswith("Verdict: the tuned model is better than the baseline by 19.0 points")
+
+
+def test_text_report_states_methods_labels_and_verdict(capsys, reference_files):
+    code, out, _ = _run(capsys, *reference_files)
+    assert code == 0
+    assert re.search(
+        r"baseline\s+73\.0%\s+95% CI \[\d+\.\d%, \d+\.\d%\]\s+\(73/100 samples, 20 questions", out
+    )
+    assert "Questions: 14 improved, 0 regressed, 6 unchanged" in out
+    assert (
+        "6 of 20 zero differences dropped (zero_method='wilcox'); exact over all 2^14 sign assignments" in out
+    )
+    assert re.search(r"sign_flip .*<- PRIMARY", out)
+    assert "mcnemar           not applicable" in out
+    assert "Independence tests (ASSUME INDEPENDENT SAMPLES" in out
+    assert re.search(r"two_proportion_z\s+statistic = 3\.536, p = 0\.0004", out)
+    assert re.search(r"smallest detectable difference with 20 questions = \d+\.\d points", out)
+    assert re.search(r"questions needed to detect the observed \+19\.0 points = \d+", out)
+    assert "Why: the sign-flip permutation test is primary" in out
+    assert out.strip().splitlines()[-1].startswith("Verdict: the tuned model is better")
+
+
+def test_no_difference_prints_undefined_and_exits_zero(capsys, tmp_path):
+    outcomes = outcomes_from_counts([1, 2, 0, 3], 3)
+    base = write_records(tmp_path / "b.jsonl", outcomes)
+    tuned = write_records(tmp_path / "t.jsonl", outcomes)
+    code, out, _ = _run(capsys, base, tuned)
+    assert code == 0
+    assert "undefined: all per-question differences are zero" in out
+    assert "Verdict: no difference to test" in out
+    code, out, _ = _run(capsys, base, tuned, "--json")
+    result = json.loads(out)
+    assert result["tests"]["sign_flip"]["p_value"] is None
+    assert result["tests"]["sign_flip"]["undefined"] == "all per-question differences are zero"
+    assert result["difference"]["ci95"] is None
+
+
+def test_uneven_samples_are_reported(capsys, tmp_path):
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], [3, 5, 4, 5]))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1, 5], 5))
+    code, out, _ = _run(capsys, base, tuned)
+    assert code == 0
+    assert "3 to 5 samples per question (2 questions have fewer than 5: 'q00' (3), 'q02' (4))" in out
+    assert "(10/20 samples, 4 questions, 5 samples per question)" in out
+
+
+def test_intersect_reports_what_was_dropped(capsys, tmp_path):
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0, 1, 1], 1))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([1, 1, 1], 1))
+    code, _, err = _run(capsys, base, tuned)
+    assert code == 2 and "cover different questions: 1 of 4 differ" in err
+    code, out, _ = _run(capsys, base, tuned, "--intersect")
+    assert code == 0
+    assert (
+        "--intersect dropped 1 questions: 1 only in the baseline file, 0 only in the tuned file (e.g. 'q03')"
+        in out
+    )
+    code, out, _ = _run(capsys, base, tuned, "--intersect", "--json")
+    result = json.loads(out)
+    assert result["dropped"] == {"baseline_only": ["q03"], "tuned_only": []}
+    assert result["difference"]["questions"] == 3
+    assert result["tests"]["mcnemar"]["p_value"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        (["--plot", "out.txt"], "--plot out.txt: expected a file ending in .png, .pdf, .svg"),
+        (["--swaps", "missing_dir/s.md"], "folder missing_dir does not exist"),
+    ],
+)
+def test_bad_output_paths_fail_before_any_work(capsys, reference_files, extra, expected):
+    code, out, err = _run(capsys, *reference_files, *extra)
+    assert code == 2 and expected in err and out == ""
+
+
+def test_duplicate_sample_is_an_error(capsys, tmp_path, reference_files):
+    base, tuned = reference_files
+    dup = tmp_path / "dup.jsonl"
+    dup.write_text(base.read_text() + base.read_text().splitlines()[0] + "\n")
+    code, _, err = _run(capsys, dup, tuned)
+    assert code == 2
+    assert "line 101: duplicate (id, sample) = ('q00', 0), first seen on line 1" in err
+
+
+@pytest.mark.parametrize(
+    ("make_files", "expected"),
+    [
+        (
+            lambda b, t: (b.write_text('{"id": "q00", "sample": 0, "correct": true}\n{oops\n'), b)[1],
+            "line 2: not valid JSON",
+        ),
+        (lambda b, t: b.with_name("nope.jsonl"), "nope.jsonl does not exist"),
+    ],
+    ids=["malformed-json", "missing-file"],
+)
+def test_cli_errors_exit_nonzero_without_traceback(reference_files, make_files, expected):
+    base, tuned = reference_files
+    proc = run_cli("stats.compare", make_files(base, tuned), tuned)
+    assert proc.returncode == 2
+    assert expected in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_cli_different_question_sets_without_traceback(tmp_path):
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0, 1], 1))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([1, 0, 1], 1, prefix="x"))
+    proc = run_cli("stats.compare", base, tuned, "--intersect")
+    assert (
+        proc.returncode == 2 and "no question id in common" in proc.stderr and "Traceback" not in proc.stderr
+    )
+
+
+def test_plot_is_written_and_shows_each_question(capsys, tmp_path, reference_files):
+    plot = tmp_path / "cmp.png"
+    code, _, err = _run(capsys, *reference_files, "--plot", plot)
+    assert code == 0 and f"wrote {plot}" in err
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "base.jsonl",
+        "cmp.png",
+        "tuned.jsonl",
+    ]  # no temp files
+
+    base, tuned = (load_records(p) for p in reference_files)
+    fig = draw_comparison(compare_models(base, tuned, pair_questions(base, tuned)))
+    left, right = fig.axes
+    assert len(right.containers[0]) == 20  # one bar per question
+    assert sorted(round(bar.get_height()) for bar in right.containers[0]) == [0] * 6 + [20] * 9 + [40] * 5
+    assert "14 improved, 0 regressed, 6 unchanged" in right.get_title()
+    assert [t.get_text() for t in left.get_xticklabels()] == ["baseline\n73/100", "tuned\n92/100"]
+
+
+def test_swaps_report_lists_swaps_and_examples(capsys, tmp_path):
+    base_outcomes = {
+        "qin": [False, False, False],
+        "qout": [True, True, True],
+        "qright": [True, True, False],
+        "qwrong": [False, False, False],
+        "qright2": [True, True, True],
+        "qhalf": [True, False],
+    }
+    tuned_outcomes = {
+        "qin": [True, True, False],
+        "qout": [False, False, True],
+        "qright": [True, True, True],
+        "qwrong": [True, False, False],
+        "qright2": [True, True, True],
+        "qhalf": [True, True],
+    }
+    base = write_records(tmp_path / "b.jsonl", base_outcomes, model="baseline")
+    tuned = write_records(tmp_path / "t.jsonl", tuned_outcomes, model="tuned")
+    lines = [json.loads(x) for x in tuned.read_text().splitlines()]
+    lines[0]["completion"] = "Let me compute:\n```python\nprint(0)\n```\nThe answer is 0"
+    tuned.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    swaps = tmp_path / "swaps.md"
+    code, _, _ = _run(capsys, base, tuned, "--swaps", swaps, "--examples", "1")
+    assert code == 0
+    text = swaps.read_text()
+    assert "| swap-in (baseline wrong, tuned right) | 2 |" in text
+    assert "| swap-out (baseline right, tuned wrong) | 1 |" in text
+    assert "| both right | 2 |" in text and "| both wrong | 1 |" in text
+    assert "more than half of its samples" in text
+    ins = text.split("## Swap-ins")[1].split("## Swap-outs")[0]
+    # largest accuracy change first (+2/3 before +1/2); 1 of 2 right is no majority, so qhalf is a swap-in
+    assert ins.index("### qin: baseline 0/3 -> tuned 2/3") < ins.index("### qhalf: baseline 1/2 -> tuned 2/2")
+    assert "Question qin: what is 0?" in ins and "**Gold:** 0" in ins
+    assert "**Baseline** (sample 0, wrong, answered '-1')" in ins
+    assert "baseline sample 0 of qin: the answer is -1" in ins
+    assert "**Tuned** (sample 0, right, answered '0')" in ins
+    assert "````text\nLet me compute:\n```python\nprint(0)\n```\nThe answer is 0\n````" in ins
+    outs = text.split("## Swap-outs")[1].split("## Both right")[0]
+    assert (
+        "### qout: baseline 3/3 -> tuned 1/3" in outs and "tuned sample 0 of qout: the answer is -2" in outs
+    )
+    both_right = text.split("## Both right (up to 1 examples)")[1].split("## Both wrong")[0]
+    assert both_right.count("### ") == 1 and "### qright" in both_right
+    both_wrong = text.split("## Both wrong (up to 1 examples)")[1]
+    assert "### qwrong: baseline 0/3 -> tuned 1/3" in both_wrong
+    assert (
+        "tuned sample 1 of qwrong: the answer is -4" in both_wrong
+    )  # the wrong sample agrees with the verdict
+
+
+def test_stats_imports_neither_torch_nor_transformers_and_comes_from_this_repo():
+    code = "import stats, stats.compare, stats.curves, stats.plots, stats.swaps; print(stats.__file__)"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", code], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert {"numpy", "statsmodels.stats.power", "matplotlib"} <= imported  # the parse works
+    assert not {m for m in imported if m.split(".")[0] in ("torch", "transformers")}
+    assert proc.stdout.strip() == str(REPO / "stats" / "__init__.py")

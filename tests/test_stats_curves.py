@@ -1,0 +1,112 @@
+"""Training curves from trainer_state.json (stats.trainer_state, `python -m stats.curves`)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from _stats_helpers import run_cli, write_trainer_state
+
+from stats.curves import draw_curves, main
+from stats.records import InputError
+from stats.trainer_state import checkpoint_steps, load_trainer_state, metric_series, reward_names
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """checkpoint-3 and checkpoint-10 (newer by step, older by name order); KL never logged."""
+    write_trainer_state(tmp_path / "checkpoint-3" / "trainer_state.json", [1, 2, 3])
+    write_trainer_state(tmp_path / "checkpoint-10" / "trainer_state.json", list(range(1, 11)), kl=False)
+    (tmp_path / "checkpoint-notes").mkdir()  # not a checkpoint: no step number
+    return tmp_path
+
+
+def test_newest_checkpoint_by_step_number_is_read(run_dir):
+    assert checkpoint_steps(run_dir) == [3, 10]
+    path, state = load_trainer_state(run_dir)
+    assert path == run_dir / "checkpoint-10" / "trainer_state.json"
+    assert state["global_step"] == 10
+
+
+def test_top_level_state_wins_when_it_is_further_along(run_dir):
+    write_trainer_state(run_dir / "trainer_state.json", list(range(1, 13)))
+    assert load_trainer_state(run_dir)[0] == run_dir / "trainer_state.json"
+
+
+def test_series_drop_nan_none_and_missing_values(run_dir):
+    history = load_trainer_state(run_dir)[1]["log_history"]
+    reward = metric_series(history, "reward")
+    assert 2 not in reward and reward[1] == pytest.approx(1.1) and len(reward) == 9
+    assert 3 not in metric_series(history, "rewards/format/mean")
+    assert 1 not in metric_series(history, "completions/clipped_ratio")
+    assert metric_series(history, "kl") == {}
+    assert all(math.isfinite(v) for v in metric_series(history, "loss").values())
+    assert reward_names(history) == ["correctness", "format"]
+
+
+def test_panels_show_data_bands_checkpoints_and_not_logged(run_dir):
+    history = load_trainer_state(run_dir)[1]["log_history"]
+    fig, missing = draw_curves(history, [3, 10], "run")
+    axes = {ax.get_title(): ax for ax in fig.axes}
+    assert missing == ["kl"]
+    kl = axes["KL to the reference model"]
+    assert not kl.lines and [t.get_text() for t in kl.texts] == ["kl\nnot logged"]
+    reward = axes["Reward"]
+    labels = [t.get_text() for t in reward.get_legend().get_texts()]
+    assert "mean ± std over the step's completions (TRL logs no per-step min/max)" in labels
+    assert "checkpoint" in labels
+    for ax in fig.axes:
+        if ax.lines:  # every panel with data marks both checkpoints
+            assert sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":") == [3, 10]
+    per_reward = axes["Reward by function (mean)"]
+    assert {"correctness", "format"} <= {line.get_label() for line in per_reward.lines}
+    length_labels = [t.get_text() for t in axes["Completion length (tokens)"].get_legend().get_texts()]
+    assert "min-max over the step's completions" in length_labels
+
+
+def test_reward_without_std_says_so(run_dir):
+    history = [
+        {k: v for k, v in e.items() if k != "reward_std"}
+        for e in load_trainer_state(run_dir)[1]["log_history"]
+    ]
+    fig, missing = draw_curves(history, [], "run")
+    reward = next(ax for ax in fig.axes if ax.get_title() == "Reward")
+    assert reward.lines[0].get_label() == "reward mean (reward_std not logged)"
+    assert "reward_std" in missing
+
+
+def test_cli_writes_png_and_reports(capsys, run_dir, tmp_path):
+    out = tmp_path / "curves.png"
+    assert main([str(run_dir), "--out", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = capsys.readouterr().out
+    assert "checkpoint-10/trainer_state.json (11 log entries); checkpoints at steps: 3, 10" in text
+    assert "not logged (panels say so): kl" in text
+    assert main([str(run_dir)]) == 0 and (run_dir / "curves.png").is_file()  # default: OUTPUT_DIR/curves.png
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        (lambda d: None, "No trainer_state.json in"),
+        (lambda d: (d / "trainer_state.json").write_text("{not json"), "cannot read it as JSON"),
+        (lambda d: (d / "trainer_state.json").write_text('{"global_step": 1}'), "with a 'log_history' list"),
+        (lambda d: (d / "trainer_state.json").write_text('{"log_history": []}'), "no logged step yet"),
+    ],
+    ids=["missing", "malformed", "no-history", "empty-history"],
+)
+def test_unusable_output_dirs_are_input_errors(capsys, tmp_path, setup, expected):
+    setup(tmp_path)
+    assert main([str(tmp_path)]) == 2
+    assert expected in capsys.readouterr().err
+
+
+def test_missing_folder_is_an_error(tmp_path):
+    with pytest.raises(InputError, match="is not a folder"):
+        load_trainer_state(tmp_path / "nope")
+
+
+def test_cli_subprocess_error_has_no_traceback(tmp_path):
+    proc = run_cli("stats.curves", tmp_path / "nope", "--out", tmp_path / "c.png")
+    assert proc.returncode == 2
+    assert "is not a folder" in proc.stderr and "Traceback" not in proc.stderr

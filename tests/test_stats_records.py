@@ -1,0 +1,137 @@
+"""Loading, validating and pairing evaluation records (stats.records)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from _stats_helpers import outcomes_from_counts, write_records
+
+from stats.records import InputError, describe_samples, load_records, pair_questions
+
+
+def _write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_counts_per_question_and_blank_lines_skipped(tmp_path):
+    path = _write_lines(
+        tmp_path / "r.jsonl",
+        [
+            '{"id": "a", "sample": 0, "correct": true}',
+            "",
+            '{"id": "a", "sample": 1, "correct": false, "pred": "3"}',
+            '{"id": "b", "sample": 0, "correct": true}',
+        ],
+    )
+    model = load_records(path)
+    assert model.counts == {"a": (1, 2), "b": (1, 1)}
+    assert [r["sample"] for r in model.records] == [0, 1, 0]
+    assert model.records[1]["pred"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"id": "a", "sample": 0, "correct": tru}', "line 2: not valid JSON"),
+        ('["a", 0, true]', "line 2: expected a JSON object"),
+        ('{"id": "a", "sample": 1, "is_correct": true}', "missing required key 'correct'"),
+        ('{"id": 7, "sample": 1, "correct": true}', '"id" must be a non-empty string'),
+        ('{"id": "a", "sample": "1", "correct": true}', '"sample" must be an integer >= 0'),
+        ('{"id": "a", "sample": -1, "correct": true}', '"sample" must be an integer >= 0'),
+        ('{"id": "a", "sample": 1, "correct": 1}', '"correct" must be true or false, got 1'),
+        (
+            '{"id": "a", "sample": 0, "correct": false}',
+            "duplicate (id, sample) = ('a', 0), first seen on line 1",
+        ),
+    ],
+)
+def test_invalid_lines_name_file_line_and_problem(tmp_path, line, expected):
+    path = _write_lines(tmp_path / "bad.jsonl", ['{"id": "a", "sample": 0, "correct": true}', line])
+    with pytest.raises(InputError) as err:
+        load_records(path)
+    assert expected in str(err.value)
+    assert f"{path} line 2" in str(err.value)
+
+
+def test_missing_key_suggests_the_close_name(tmp_path):
+    path = _write_lines(tmp_path / "r.jsonl", ['{"question_id": "a", "sample": 0, "correct": true}'])
+    with pytest.raises(InputError, match=r"missing required key 'id'.*found: question_id, sample, correct"):
+        load_records(path)
+    path = _write_lines(tmp_path / "r.jsonl", ['{"id": "a", "samples": 0, "correct": true}'])
+    with pytest.raises(InputError, match="Did you mean 'samples'"):
+        load_records(path)
+
+
+def test_many_bad_lines_are_summarised(tmp_path):
+    path = _write_lines(tmp_path / "r.jsonl", ["not json"] * 8)
+    with pytest.raises(InputError) as err:
+        load_records(path)
+    message = str(err.value)
+    assert "line 5:" in message and "line 6:" not in message
+    assert "... and 3 more invalid lines." in message
+
+
+@pytest.mark.parametrize(
+    ("setup", "expected"),
+    [
+        (lambda p: None, "does not exist"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: p.write_text("\n\n"), "no records (the file is empty)"),
+        (lambda p: p.write_bytes(b"\xff\xfe{"), "cannot read the file as UTF-8"),
+    ],
+    ids=["missing", "directory", "empty", "not-utf8"],
+)
+def test_unusable_files(tmp_path, setup, expected):
+    path = tmp_path / "x.jsonl"
+    setup(path)
+    with pytest.raises(InputError, match=re.escape(expected)):
+        load_records(path)
+
+
+def test_pairing_refuses_different_question_sets_and_counts_them(tmp_path):
+    base = load_records(write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 1, 1, 1], 1)))
+    tuned_outcomes = outcomes_from_counts([1, 1, 1], 1)
+    tuned_outcomes["extra"] = [True]
+    tuned = load_records(write_records(tmp_path / "t.jsonl", tuned_outcomes))
+    with pytest.raises(InputError) as err:
+        pair_questions(base, tuned)
+    message = str(err.value)
+    assert "cover different questions: 2 of 5 differ" in message
+    assert "1 only in the baseline file: 'q03'" in message and "1 only in the tuned file: 'extra'" in message
+    assert "--intersect to compare the 3 shared questions" in message
+
+    pairing = pair_questions(base, tuned, intersect=True)
+    assert pairing.ids == ["q00", "q01", "q02"]
+    assert pairing.baseline_only == ["q03"] and pairing.tuned_only == ["extra"]
+
+
+def test_pairing_with_nothing_in_common_is_an_error_even_with_intersect(tmp_path):
+    base = load_records(write_records(tmp_path / "b.jsonl", outcomes_from_counts([1], 1, prefix="a")))
+    tuned = load_records(write_records(tmp_path / "t.jsonl", outcomes_from_counts([1], 1, prefix="b")))
+    with pytest.raises(InputError, match="no question id in common"):
+        pair_questions(base, tuned, intersect=True)
+
+
+def test_pairing_refuses_different_gold_for_the_same_question(tmp_path):
+    base = load_records(write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0], 1)))
+    lines = (tmp_path / "b.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["gold"] = "999"
+    (tmp_path / "t.jsonl").write_text(lines[0] + "\n" + json.dumps(rec) + "\n")
+    tuned = load_records(tmp_path / "t.jsonl")
+    with pytest.raises(
+        InputError, match="'q01' has gold '1' in .* but '999' in .*graded against different data"
+    ):
+        pair_questions(base, tuned)
+
+
+def test_describe_samples_names_uneven_questions(tmp_path):
+    even = load_records(write_records(tmp_path / "e.jsonl", outcomes_from_counts([1, 2], 5)))
+    assert describe_samples(even, ["q00", "q01"]) == "5 samples per question"
+    uneven = load_records(write_records(tmp_path / "u.jsonl", outcomes_from_counts([1, 2, 0], [5, 3, 4])))
+    assert describe_samples(uneven, ["q00", "q01", "q02"]) == (
+        "3 to 5 samples per question (2 questions have fewer than 5: 'q01' (3), 'q02' (4))"
+    )
