@@ -20,6 +20,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from callbacks.errors import CheckpointError  # noqa: E402
+from recipes.data import DataError  # noqa: E402
 from recipes.recipe import RecipeError, available, load_recipe  # noqa: E402
 
 logger = logging.getLogger("recipes.run")
@@ -48,17 +50,20 @@ def build_trainer(recipe, callbacks=()):
     from trl import GRPOTrainer
 
     from recipes.data import load_gsm8k
-    from recipes.model import load_model_and_tokenizer, lora_config
+    from recipes.model import load_model, load_tokenizer, lora_config
     from recipes.recipe import reward_defaults
     from rewards import build_rewards
 
-    model, tokenizer = load_model_and_tokenizer(recipe.config["model"], device_index=PartialState().local_process_index)
+    # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
+    tokenizer = load_tokenizer(recipe.config["model"])
+    dataset = load_gsm8k(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, weights = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
+    model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
     return GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(recipe, weights),
-        train_dataset=load_gsm8k(recipe.config["data"], tokenizer=tokenizer),
+        train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(recipe.config["lora"]),
         callbacks=list(callbacks),
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             print(render_plan(recipe))
         else:
             train(recipe)
-    except RecipeError as e:
+    except (RecipeError, DataError, CheckpointError) as e:  # the user's to fix: the message, not a traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -157,3 +157,13 @@ def test_cli_lists_prints_and_reports_errors_without_traceback():
     bad = run_cli("gsm8k_tiny", "trainer.learnin_rate=1")
     assert bad.returncode == 2
     assert "Did you mean trainer.learning_rate?" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_readme_documents_every_recipe_key():
+    from recipes import schema
+
+    readme = (REPO / "README.md").read_text()
+    for section, keys in schema.SECTIONS.items():
+        assert f"**`{section}:`**" in readme
+        for key in keys:
+            assert f"| `{key}` |" in readme, f"README's recipe reference lacks {section}.{key}"
