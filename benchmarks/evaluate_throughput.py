@@ -1,0 +1,152 @@
+"""Evaluation throughput (samples per second): batched generation against one prompt per generate call.
+
+    python benchmarks/evaluate_throughput.py                       # gsm8k_tiny on CPU, about a minute
+    python benchmarks/evaluate_throughput.py gsm8k_qwen_small --questions 32 --samples 4 --max-new-tokens 256 \\
+        --batch-sizes 1,16,64,128 --engines hf,vllm
+
+Every row generates the same questions x samples (drawn as recipes/evaluate.py draws them, same seeds) with
+one engine and batch size; batch size 1 is the loop common tutorials write, one prompt per ``generate``
+call. Completions stop at EOS, so rows can differ in tokens generated: the table shows tokens per second
+too. vLLM rows need vLLM installed (default engines: hf, plus vllm when it is installed). Timing excludes
+model loading and one warm-up batch per engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from recipes.data import DataError, load_gsm8k
+from recipes.evaluate import eval_data, select_questions
+from recipes.generation import Decoding, EvaluationError, derive_seed, load_generator, prompt_token_ids
+from recipes.recipe import RecipeError, load_recipe
+
+
+def time_engine(
+    generator, prompts: list[list[int]], ids: list[str], samples: int, batch_size: int, seed: int
+):
+    """(seconds, completions, tokens generated) for every question x sample in batches of ``batch_size``."""
+    from tqdm import tqdm
+
+    units = [(q, k) for q in range(len(prompts)) for k in range(samples)]
+    tokens = 0
+    start = time.perf_counter()
+    for i in tqdm(range(0, len(units), batch_size), desc=f"batch size {batch_size}", leave=False):
+        batch = units[i : i + batch_size]
+        completions = generator.generate(
+            [prompts[q] for q, _ in batch], [derive_seed(seed, ids[q], k) for q, k in batch]
+        )
+        tokens += sum(c.n_tokens for c in completions)
+    return time.perf_counter() - start, len(units), tokens
+
+
+def release(generator) -> None:
+    """Free an engine's GPU memory before the next one loads (vLLM reserves most of the GPU)."""
+    import torch
+
+    del generator
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def run(args) -> list[dict]:
+    """One result row per engine and batch size."""
+    recipe = load_recipe(args.recipe, args.overrides)
+    data = eval_data(recipe.config["data"], args.split)
+    rows = load_gsm8k(data, split=args.split)
+    rows = rows.select(select_questions(rows["id"], args.questions, args.seed)).to_dict()
+    decoding = Decoding(args.temperature, 1.0, args.max_new_tokens)
+    results = []
+    for engine in args.engines:
+        generator, tokenizer = load_generator(engine, recipe.config["model"], None, decoding, seed=args.seed)
+        prompts = prompt_token_ids(tokenizer, rows["prompt"])
+        generator.generate(prompts[:2], [0, 1])  # warm-up: kernels, caches, lazy allocations
+        for batch_size in args.batch_sizes:
+            seconds, completions, tokens = time_engine(
+                generator, prompts, rows["id"], args.samples, batch_size, args.seed
+            )
+            results.append(
+                {
+                    "engine": engine,
+                    "batch_size": batch_size,
+                    "completions": completions,
+                    "seconds": seconds,
+                    "tokens": tokens,
+                }
+            )
+        release(generator)
+    return results
+
+
+def format_table(results: list[dict]) -> str:
+    """The results as a text table, with speed-ups against the first row (one prompt at a time, when asked)."""
+    reference = results[0]["completions"] / results[0]["seconds"]
+    lines = [
+        f"{'engine':<7}{'batch':>6}{'samples':>9}{'seconds':>9}{'samples/s':>11}{'tokens/s':>10}{'speed-up':>10}"
+    ]
+    for r in results:
+        rate = r["completions"] / r["seconds"]
+        lines.append(
+            f"{r['engine']:<7}{r['batch_size']:>6}{r['completions']:>9}{r['seconds']:>9.2f}{rate:>11.2f}"
+            f"{r['tokens'] / r['seconds']:>10.1f}{rate / reference:>9.1f}x"
+        )
+    return "\n".join(lines)
+
+
+def _sizes(text: str) -> list[int]:
+    sizes = [int(part) for part in text.split(",") if part.strip()]
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return sizes
+
+
+def _engines(text: str) -> list[str]:
+    engines = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = set(engines) - {"hf", "vllm"}
+    if not engines or unknown:
+        raise argparse.ArgumentTypeError(f"engines are hf and vllm, got {text!r}")
+    return engines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    default_engines = "hf,vllm" if importlib.util.find_spec("vllm") else "hf"
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "recipe", nargs="?", default="gsm8k_tiny", help="recipe name or YAML path (default: gsm8k_tiny)"
+    )
+    p.add_argument("overrides", nargs="*", help="section.key=value recipe overrides")
+    p.add_argument("--split", default="test")
+    p.add_argument("--questions", type=int, default=8)
+    p.add_argument("--samples", type=int, default=4, help="completions per question")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-sizes", type=_sizes, default=[1, 8, 32], help="comma-separated (default: 1,8,32)")
+    p.add_argument(
+        "--engines", type=_engines, default=_engines(default_engines), help=f"default: {default_engines}"
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit code."""
+    args = build_parser().parse_intermixed_args(argv)
+    try:
+        print(format_table(run(args)))
+    except (RecipeError, EvaluationError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""Evaluate a recipe's base model, or a trained adapter, on GSM8K: one graded JSONL record per sample.
+
+    python recipes/evaluate.py gsm8k_tiny --out base.jsonl --questions 20 --samples 5
+    python recipes/evaluate.py gsm8k_tiny --out tuned.jsonl --questions 20 --samples 5 --adapter outputs/gsm8k_tiny
+    python recipes/evaluate.py gsm8k_llama --out tuned.jsonl --adapter s3://bucket/runs/llama --engine vllm
+    python recipes/evaluate.py gsm8k_qwen --out greedy.jsonl --samples 1 --temperature 0 data.source=/data/gsm8k
+    python -m stats.compare base.jsonl tuned.jsonl
+
+Questions: a seeded draw of row indices from the split; it depends only on --seed, --split and --questions
+(a larger --questions keeps the smaller draw's questions), never on the model or batch size, so a baseline
+and a tuned model see the same questions. A recipe whose data.source is one file of another split (the
+bundled samples/gsm8k_train_sample.jsonl) is evaluated on its sibling file for --split (samples/gsm8k_test_
+sample.jsonl). data.limit and data.max_prompt_tokens are training settings and do not apply here.
+
+Decoding defaults to the recipe's training sampling (trainer.temperature, top_p, max_completion_length).
+Grading uses rewards.answers, the training grader: each sample is correct, well-formatted but wrong, or has
+no well-formed final answer (format_ok, in the style of the recipe's format reward).
+
+Resuming: records are appended and fsync'd batch by batch; re-running the same command skips the finished
+(id, sample) pairs and drops a half-written last line. A file written with other settings (model, adapter,
+seed, split, data source, decoding) is refused. Reproducibility: vLLM seeds every request from (--seed, id,
+sample), so its draws are independent of batching. With --engine hf a batch is seeded from its requests,
+and batches are cut the same way on every run, so a resumed run draws what an uninterrupted one would, given
+the same --questions, --samples, --batch-size, hardware and library versions; GPU kernels may still differ
+in the last bits between runs. Greedy decoding (--temperature 0) does not depend on seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import re
+import shlex
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from recipes import generation
+from recipes.generation import Decoding, EvaluationError
+from recipes.recipe import RecipeError, load_recipe
+
+logger = logging.getLogger("recipes.evaluate")
+SPLIT_WORDS = ("train", "test", "validation", "valid", "val", "dev")
+
+
+def eval_data(data: dict, split: str) -> dict:
+    """The recipe's ``data:`` section for evaluating ``split``: the split's file, no training-only filters."""
+    from recipes.data import resolve_source
+
+    data = {**data, "limit": None, "max_prompt_tokens": None}
+    path = Path(resolve_source(data["source"]))
+    if not path.is_file():
+        return data  # a folder or a Hub id: recipes.data picks the split
+    named = [w for w in SPLIT_WORDS if re.search(rf"(?<![A-Za-z]){w}(?![A-Za-z])", path.stem)]
+    if not named or split in named:
+        return data
+    sibling = Path(data["source"]).with_name(
+        re.sub(rf"(?<![A-Za-z]){named[0]}(?![A-Za-z])", split, path.name)
+    )
+    if not Path(resolve_source(str(sibling))).is_file():
+        raise EvaluationError(
+            f"data.source {data['source']} is the {named[0]} split's file and has no {split} sibling ({sibling}). "
+            f"Pass data.source=<a {split} .jsonl/.parquet file, or a folder holding {split}*.jsonl>, "
+            f"or --split {named[0]}."
+        )
+    logger.info("Evaluating split %s on %s (data.source names the %s file).", split, sibling, named[0])
+    return {**data, "source": str(sibling)}
+
+
+def select_questions(ids: list[str], n: int | None, seed: int) -> list[int]:
+    """Row indices of ``n`` questions drawn by ``seed``: the first ``n`` of a seeded order of all ids."""
+    if n is not None and n > len(ids):
+        raise EvaluationError(
+            f"--questions {n} but the split has {len(ids)} questions; use {len(ids)} or fewer."
+        )
+    order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(f"{seed}:{ids[i]}".encode()).digest())
+    return order[:n]
+
+
+def read_records(path: Path) -> list[dict]:
+    """Records already in ``path``; a half-written last line (a crash mid-write) is dropped from the file."""
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    complete, newline, partial = text.rpartition("\n")
+    if partial:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(complete + newline, encoding="utf-8")
+        os.replace(tmp, path)
+        logger.warning(
+            "%s: dropped an incomplete last line (an interrupted write); its sample is redone.", path
+        )
+    records = []
+    for lineno, line in enumerate(complete.splitlines(), start=1):
+        try:
+            record = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError as e:
+            raise EvaluationError(
+                f"{path} line {lineno} is not valid JSON ({e.msg}); it was not written by this evaluator. "
+                "Use a new --out file."
+            ) from None
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
+    """Refuse to append to a file whose records were made with other settings."""
+    for record in records:
+        changed = [
+            f"{k}: file has {record.get(k)!r}, this run {v!r}"
+            for k, v in settings.items()
+            if record.get(k) != v
+        ]
+        if changed:
+            raise EvaluationError(
+                f"{path} holds records made with other settings; refusing to append ("
+                + "; ".join(changed)
+                + "). Use a new --out file, or rerun with the file's settings."
+            )
+
+
+def append_records(handle, records: list[dict]) -> None:
+    """Append whole lines and force them to disk, so a crash leaves complete records only."""
+    handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
+    """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings."""
+    from rewards.answers import extract_answer, format_ok, is_correct
+
+    text = completion.text
+    return {
+        "id": row["id"],
+        "sample": sample,
+        "correct": is_correct(text, row["gold"]),
+        "format_ok": format_ok(text, style),
+        "pred": extract_answer(text),
+        "gold": row["gold"],
+        "n_tokens": completion.n_tokens,
+        "question": row["question"],
+        "completion": text,
+        "model": settings["model"],
+        **extra,
+        **settings,
+    }
+
+
+def format_style(rewards: list[dict]) -> str | None:
+    """The answer style the recipe's format reward pays for (its default: tags); None (either) without one."""
+    return next((spec.get("style", "tags") for spec in rewards if spec.get("name") == "format"), None)
+
+
+def summary(records: list[dict], questions: int, out: Path, command: list[str]) -> str:
+    """Accuracy, the three-way split, and the commands that compare this file with the other model's."""
+    total = len(records)
+    correct = sum(r["correct"] for r in records)
+    formatted = sum(r["format_ok"] and not r["correct"] for r in records)
+    solved = len({r["id"] for r in records if r["correct"]})
+    lines = [f"{out}: {questions} questions x {total // questions} samples = {total} records"]
+    for label, count in (
+        ("correct", correct),
+        ("well-formatted but wrong", formatted),
+        ("no well-formed answer", total - correct - formatted),
+    ):
+        lines.append(f"  {label:<26}{count:>6}/{total}  {100 * count / total:5.1f}%")
+    lines.append(f"  questions solved at least once {solved}/{questions}")
+    other = command[command.index("--out") + 1]
+    pair = (str(out), other) if "--adapter" in command else (other, str(out))
+    lines += [
+        "Evaluate the other model on the same questions with the same decoding, then compare:",
+        "  " + shlex.join(command),
+        "  " + shlex.join(["python", "-m", "stats.compare", *pair]),
+    ]
+    return "\n".join(lines)
+
+
+def counterpart_command(args, decoding: Decoding, questions: int) -> list[str]:
+    """This command for the other side of the comparison: the base model for a tuned run, and vice versa."""
+    other = {"--out": "base.jsonl"} if args.adapter else {"--out": "tuned.jsonl", "--adapter": "ADAPTER"}
+    options = {**other, "--split": args.split, "--questions": questions, "--samples": args.samples,
+               "--seed": args.seed, "--temperature": f"{decoding.temperature:g}", "--top-p": f"{decoding.top_p:g}",
+               "--max-new-tokens": decoding.max_new_tokens, "--engine": args.engine}  # fmt: skip
+    return ["python", "recipes/evaluate.py", args.recipe, *args.overrides,
+            *(str(part) for option in options.items() for part in option)]  # fmt: skip
+
+
+def evaluate(args) -> str:
+    """Generate and grade every pending sample of the run ``args`` describes; returns the summary text."""
+    from tqdm import tqdm
+
+    from callbacks.checkpoint_sync import fetch_checkpoint
+    from recipes.data import load_gsm8k
+
+    if args.engine == "vllm":
+        generation.require_vllm()
+    recipe = load_recipe(args.recipe, args.overrides)
+    decoding = generation.decoding_for(
+        recipe.config["trainer"], args.temperature, args.top_p, args.max_new_tokens, samples=args.samples
+    )
+    adapter = None
+    if args.adapter:
+        adapter = fetch_checkpoint(args.adapter, endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
+        generation.adapter_rank(adapter)
+    data = eval_data(recipe.config["data"], args.split)
+    rows = load_gsm8k(data, split=args.split)
+    rows = rows.select(select_questions(rows["id"], args.questions, args.seed)).to_list()
+    ids = [row["id"] for row in rows]
+    # Settings every record of one file shares. The adapter is identified by the folder it resolved to (a run
+    # prefix resolves to its newest checkpoint), not by how it was written on the command line.
+    settings = {
+        "model": recipe.config["model"]["name_or_path"],
+        "adapter_path": str(adapter.resolve()) if adapter else None,
+        "seed": args.seed,
+        "split": args.split,
+        "source": data["source"],
+        **dataclasses.asdict(decoding),
+    }
+    out = Path(args.out)
+    existing = read_records(out)
+    check_resumable(existing, settings, out)
+    done = {(r.get("id"), r.get("sample")): r for r in existing}
+    # Batches are cut from the full plan, never from what is left, so a resumed run meets the same batches.
+    units = [(q, k) for q in range(len(ids)) for k in range(args.samples)]
+    batches = [units[i : i + args.batch_size] for i in range(0, len(units), args.batch_size)]
+    pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
+    finished = sum((ids[q], k) in done for q, k in units)
+    logger.info(
+        "%d of %d samples already in %s; %d to generate.", finished, len(units), out, len(units) - finished
+    )
+    if pending:
+        generator, tokenizer = generation.load_generator(
+            args.engine, recipe.config["model"], adapter, decoding, seed=args.seed
+        )
+        prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
+        style = format_style(recipe.config["rewards"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with (
+            open(out, "a", encoding="utf-8") as handle,
+            tqdm(total=len(units), initial=finished, unit="sample", desc="evaluate") as progress,
+        ):
+            for batch in pending:
+                seeds = [generation.derive_seed(args.seed, ids[q], k) for q, k in batch]
+                completions = generator.generate([prompts[q] for q, _ in batch], seeds)
+                new = [
+                    make_record(
+                        rows[q], k, completion, style, settings, adapter=args.adapter, engine=args.engine
+                    )
+                    for (q, k), completion in zip(batch, completions)
+                    if (ids[q], k) not in done
+                ]
+                append_records(handle, new)
+                done.update({(r["id"], r["sample"]): r for r in new})
+                progress.update(len(new))
+    records = [done[(ids[q], k)] for q, k in units]
+    return summary(records, len(ids), out, counterpart_command(args, decoding, len(ids)))
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", help="recipe name (python recipes/run.py --list) or a recipe YAML file")
+    p.add_argument("overrides", nargs="*", help="section.key=value recipe overrides, e.g. data.source=DIR")
+    p.add_argument("--out", required=True, help="JSONL file of graded samples (resumed if it exists)")
+    p.add_argument("--adapter", help="LoRA adapter: output_dir or checkpoint-N folder, or s3:// URI")
+    p.add_argument("--split", default="test", help="dataset split (default: test)")
+    p.add_argument("--questions", type=positive, help="questions drawn from the split (default: all)")
+    p.add_argument("--samples", type=positive, default=1, help="completions per question (default: 1)")
+    p.add_argument("--seed", type=int, default=0, help="seeds the question draw and sampling (default: 0)")
+    p.add_argument("--temperature", type=float, help="0 is greedy (default: trainer.temperature)")
+    p.add_argument("--top-p", type=float, help="nucleus sampling (default: trainer.top_p)")
+    p.add_argument("--max-new-tokens", type=positive, help="default: trainer.max_completion_length")
+    p.add_argument("--batch-size", type=positive, default=32, help="completions per generate call")
+    p.add_argument("--engine", choices=("hf", "vllm"), default="hf", help="transformers generate or vLLM")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point; returns the process exit code."""
+    from callbacks.errors import CheckpointError
+    from recipes.data import DataError
+
+    args = build_parser().parse_intermixed_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        print(evaluate(args))
+    except (RecipeError, EvaluationError, CheckpointError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(
+            f"\ninterrupted: finished batches are saved in {args.out}; rerun the same command to resume.",
+            file=sys.stderr,
+        )
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

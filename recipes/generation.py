@@ -1,0 +1,264 @@
+"""Batched generation for evaluation: Hugging Face ``generate`` with left padding, or vLLM.
+
+Used by ``recipes/evaluate.py`` and ``benchmarks/evaluate_throughput.py``; not a command of its own.
+
+Every request carries a seed derived from the evaluation seed, the question id and the sample index. vLLM
+seeds each request with it, so its draws do not depend on batching. Hugging Face ``generate`` has one random
+stream per call, so it is seeded from the seeds of all requests in the batch: the same batch (same requests,
+same order) draws the same tokens on the same hardware and library versions, whatever ran before it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import importlib.util
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+# vLLM compiles LoRA kernels for these ranks only; an adapter needs the smallest one at least its rank.
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+# vLLM reserves KV cache for the model's full context (128k tokens for Llama 3.1) unless told less; GSM8K
+# prompts take ~200 tokens, so this leaves ample room while fitting small GPUs.
+VLLM_PROMPT_TOKENS = 2048
+
+
+class EvaluationError(ValueError):
+    """An evaluation that cannot run as asked; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Sampling settings; ``temperature == 0`` is greedy decoding. Nothing else (top-k, penalties) applies."""
+
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+
+def decoding_for(
+    trainer: dict,
+    temperature: float | None,
+    top_p: float | None,
+    max_new_tokens: int | None,
+    *,
+    samples: int = 1,
+) -> Decoding:
+    """Decoding settings; each one not given defaults to the recipe's training sampling, then GRPOConfig's.
+
+    Args:
+        trainer: The recipe's ``trainer:`` section (``temperature``, ``top_p``, ``max_completion_length``).
+        temperature: Sampling temperature; 0 is greedy.
+        top_p: Nucleus sampling mass.
+        max_new_tokens: Longest completion, in tokens.
+        samples: Completions per question; more than one needs sampling (greedy ones would all be equal).
+    """
+    from trl import GRPOConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+
+    def pick(given, key):
+        value = given if given is not None else trainer.get(key)
+        return value if value is not None else defaults[key]
+
+    decoding = Decoding(
+        float(pick(temperature, "temperature")),
+        float(pick(top_p, "top_p")),
+        int(pick(max_new_tokens, "max_completion_length")),
+    )
+    if decoding.temperature < 0 or not 0 < decoding.top_p <= 1 or decoding.max_new_tokens < 1:
+        raise EvaluationError(
+            f"Bad decoding settings {decoding}: need temperature >= 0, 0 < top_p <= 1, max new tokens >= 1."
+        )
+    if decoding.greedy and samples > 1:
+        raise EvaluationError(
+            f"--temperature 0 is greedy decoding: all {samples} samples would be the same. "
+            "Use --samples 1, or a temperature above 0."
+        )
+    return decoding
+
+
+class Completion(NamedTuple):
+    """One generated answer: its text (special tokens removed) and its length in tokens, EOS included."""
+
+    text: str
+    n_tokens: int
+
+
+def derive_seed(*parts) -> int:
+    """A 31-bit seed from any parts (stable across processes and Python versions, unlike ``hash``).
+
+    >>> derive_seed(0, "gsm8k-test-00042", 1) == derive_seed(0, "gsm8k-test-00042", 1)
+    True
+    """
+    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def prompt_token_ids(tokenizer, conversations: list[list[dict]]) -> list[list[int]]:
+    """Token ids of chat prompts through the tokenizer's chat template, ready for the assistant's turn."""
+    texts = tokenizer.apply_chat_template(conversations, add_generation_prompt=True, tokenize=False)
+    # The template already writes any BOS token; the tokenizer must not add a second one.
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def adapter_rank(folder: Path) -> int:
+    """The LoRA rank of an adapter folder; an error when the folder holds no peft adapter."""
+    config = Path(folder) / "adapter_config.json"
+    if not config.is_file():
+        raise EvaluationError(
+            f"{folder} holds no LoRA adapter (no adapter_config.json). Pass --adapter a training output_dir or "
+            "checkpoint-N folder; to evaluate a full fine-tuned model instead, set model.name_or_path=<folder>."
+        )
+    return int(json.loads(config.read_text()).get("r", 8))
+
+
+def require_vllm() -> None:
+    """Raise a clear error when vLLM is not installed."""
+    if importlib.util.find_spec("vllm") is None:
+        raise EvaluationError(
+            "--engine vllm needs vLLM, which is not installed. Install it with pip install 'grpo-recipes[vllm]' "
+            "(Linux with a CUDA GPU), or use --engine hf."
+        )
+
+
+def generation_config(base, decoding: Decoding, pad_token_id: int):
+    """The model's GenerationConfig with our decoding forced on it: no top-k, no repetition penalty."""
+    config = copy.deepcopy(base)
+    sampling = {"temperature": decoding.temperature, "top_p": decoding.top_p} if not decoding.greedy else {}
+    config.update(
+        do_sample=not decoding.greedy,
+        max_new_tokens=decoding.max_new_tokens,
+        num_beams=1,
+        num_return_sequences=1,
+        top_k=0 if not decoding.greedy else None,
+        repetition_penalty=1.0,
+        pad_token_id=pad_token_id,
+        **sampling,
+    )
+    return config
+
+
+class HFGenerator:
+    """Many prompts per ``model.generate`` call, left-padded to a common length."""
+
+    def __init__(self, model, tokenizer, decoding: Decoding):
+        self.model, self.tokenizer = model, tokenizer
+        # New tokens are appended on the right, so padding must sit on the left.
+        tokenizer.padding_side = "left"
+        self.config = generation_config(model.generation_config, decoding, tokenizer.pad_token_id)
+        eos = self.config.eos_token_id if self.config.eos_token_id is not None else tokenizer.eos_token_id
+        self.stop_ids = set(eos) if isinstance(eos, list) else {eos}
+
+    def generate(self, prompts: list[list[int]], seeds: list[int]) -> list[Completion]:
+        """Complete each prompt (token ids) once; ``seeds`` has one seed per prompt."""
+        import torch
+
+        batch = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
+        batch = batch.to(self.model.device)
+        torch.manual_seed(derive_seed(*seeds))  # seeds every device, CUDA included
+        with torch.inference_mode():
+            output = self.model.generate(**batch, generation_config=self.config)
+        return [self._completion(row) for row in output[:, batch["input_ids"].shape[1] :].tolist()]
+
+    def _completion(self, row: list[int]) -> Completion:
+        # After the first stop token generate pads the row; the completion ends at (and includes) that token.
+        n = next((i + 1 for i, token in enumerate(row) if token in self.stop_ids), len(row))
+        return Completion(self.tokenizer.decode(row[:n], skip_special_tokens=True), n)
+
+
+class VLLMGenerator:
+    """vLLM's offline engine, one request per prompt, each seeded on its own."""
+
+    def __init__(self, model: dict, adapter: Path | None, decoding: Decoding, *, seed: int):
+        from vllm import LLM
+        from vllm.lora.request import LoRARequest
+
+        from recipes.model import load_config, model_path
+
+        if model["quantization"] == "8bit":
+            raise EvaluationError(
+                "--engine vllm cannot load model.quantization=8bit; use 4bit, none, or --engine hf."
+            )
+        kwargs = {}
+        if adapter is not None:
+            rank = adapter_rank(adapter)
+            kwargs = {
+                "enable_lora": True,
+                "max_lora_rank": next((r for r in VLLM_LORA_RANKS if r >= rank), rank),
+            }
+        context = getattr(load_config(model), "max_position_embeddings", None)
+        wanted = VLLM_PROMPT_TOKENS + decoding.max_new_tokens
+        self.llm = LLM(
+            model=model_path(model),
+            max_model_len=min(wanted, context) if context else wanted,
+            revision=model.get("revision"),
+            dtype=model["dtype"],
+            trust_remote_code=model["trust_remote_code"],
+            quantization="bitsandbytes" if model["quantization"] == "4bit" else None,
+            seed=seed,
+            **kwargs,
+        )
+        self.lora = LoRARequest("adapter", 1, str(adapter)) if adapter is not None else None
+        self.decoding = decoding
+
+    def generate(self, prompts: list[list[int]], seeds: list[int]) -> list[Completion]:
+        """Complete each prompt (token ids) once; ``seeds`` has one seed per prompt."""
+        from vllm import SamplingParams
+
+        d = self.decoding
+        params = [
+            SamplingParams(
+                n=1,
+                temperature=d.temperature,
+                top_p=d.top_p if not d.greedy else 1.0,
+                max_tokens=d.max_new_tokens,
+                seed=seed,
+            )
+            for seed in seeds
+        ]
+        # Token ids, not text: vLLM would tokenize text again and could add a second BOS token.
+        requests = [{"prompt_token_ids": ids} for ids in prompts]
+        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora)
+        return [Completion(out.outputs[0].text, len(out.outputs[0].token_ids)) for out in outputs]
+
+
+def load_generator(engine: str, model: dict, adapter: Path | None, decoding: Decoding, *, seed: int):
+    """(generator, tokenizer) for ``engine`` (``hf`` or ``vllm``), with the adapter applied when given.
+
+    Args:
+        engine: ``hf`` (transformers ``generate``) or ``vllm``.
+        model: The recipe's ``model:`` section (the base model).
+        adapter: A local peft adapter folder, or None for the base model.
+        decoding: Sampling settings.
+        seed: Engine-wide seed (vLLM); per-request seeds go to ``generate``.
+    """
+    from recipes.model import load_model_and_tokenizer, load_tokenizer
+
+    if engine == "vllm":
+        require_vllm()
+        return VLLMGenerator(model, adapter, decoding, seed=seed), load_tokenizer(model)
+    import torch
+
+    cuda = torch.cuda.is_available()
+    base, tokenizer = load_model_and_tokenizer(model, device_index=0 if cuda else None)
+    if cuda and model["quantization"] == "none":
+        base = base.to("cuda")  # quantized weights were placed on the GPU as they loaded
+    if adapter is not None:
+        from peft import PeftModel
+
+        try:
+            base = PeftModel.from_pretrained(base, str(adapter))
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise EvaluationError(
+                f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {e}. Was it trained from "
+                "this recipe's base model? Set model.name_or_path to the adapter's base model."
+            ) from None
+    base.eval()
+    return HFGenerator(base, tokenizer, decoding), tokenizer

@@ -1,0 +1,106 @@
+"""Baseline against adapter on the tiny model, read back by ``python -m stats.compare`` (the paired workflow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from recipes.evaluate import main
+
+ARGS = ["gsm8k_tiny", "--questions", "4", "--samples", "2", "--max-new-tokens", "16"]
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def compare(base, tuned) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "stats.compare", str(base), str(tuned)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+
+
+@pytest.fixture(scope="module")
+def adapter_dir(tmp_path_factory, tiny_model_dir):
+    """A LoRA adapter on the tiny model with random (not zero) B matrices, so it changes what the model writes."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        LoraConfig(
+            r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False, task_type="CAUSAL_LM"
+        ),
+    )
+    folder = tmp_path_factory.mktemp("adapter") / "final"
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def base_file(tmp_path_factory):
+    out = tmp_path_factory.mktemp("eval") / "base.jsonl"
+    assert main([*ARGS, "--out", str(out)]) == 0
+    return out
+
+
+def test_adapter_run_sees_the_baseline_questions_and_compares(base_file, adapter_dir, tmp_path, capsys):
+    tuned = tmp_path / "tuned.jsonl"
+    assert main([*ARGS, "--adapter", str(adapter_dir), "--out", str(tuned)]) == 0
+    stdout = capsys.readouterr().out
+    base, records = lines(base_file), lines(tuned)
+    assert [(r["id"], r["sample"]) for r in records] == [(r["id"], r["sample"]) for r in base]
+    assert all(
+        r["adapter"] == str(adapter_dir) and r["adapter_path"] == str(adapter_dir.resolve()) for r in records
+    )
+    assert [r["completion"] for r in records] != [r["completion"] for r in base]  # the adapter is applied
+    assert f"python -m stats.compare base.jsonl {tuned}" in stdout
+    result = compare(base_file, tuned)
+    assert result.returncode == 0, result.stderr
+    assert "Paired comparison by question" in result.stdout and "4 questions" in result.stdout
+
+
+def test_resuming_with_another_adapter_is_refused(base_file, adapter_dir, tmp_path, capsys):
+    out = shutil.copy(base_file, tmp_path / "base.jsonl")
+    assert main([*ARGS, "--adapter", str(adapter_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"adapter_path: file has None, this run '{adapter_dir.resolve()}'" in err
+
+
+@pytest.mark.slow
+def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    remote = f"file://{tmp_path / 'remote'}"
+    train = subprocess.run(
+        [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={tmp_path / 'run'}",
+         "trainer.max_steps=2", "checkpoint.every_steps=2", f"checkpoint.uri={remote}"],
+        check=False, capture_output=True, text=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr[-3000:]
+    tuned = tmp_path / "tuned.jsonl"
+    result = subprocess.run(
+        [sys.executable, "recipes/evaluate.py", *ARGS, "--adapter", remote, "--out", str(tuned)],
+        check=False, capture_output=True, text=True, cwd=REPO, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "python -m stats.compare base.jsonl" in result.stdout
+    records = lines(tuned)
+    assert {r["adapter"] for r in records} == {remote}
+    fetched = {r["adapter_path"] for r in records}
+    assert len(fetched) == 1 and fetched.pop().endswith(
+        "checkpoint-2"
+    )  # the run's newest complete checkpoint
+    comparison = compare(base_file, tuned)
+    assert comparison.returncode == 0, comparison.stderr

@@ -1,0 +1,55 @@
+"""Smoke test of benchmarks/evaluate_throughput.py on the tiny model (tiny sizes, no timing assertions)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from conftest import REPO
+
+SMALL = ["gsm8k_tiny", "--questions", "2", "--samples", "2", "--max-new-tokens", "4", "--batch-sizes", "1,4",
+         "--engines", "hf"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location(
+        "evaluate_throughput", REPO / "benchmarks" / "evaluate_throughput.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_times_every_batch_size_on_the_same_work(bench):
+    results = bench.run(bench.build_parser().parse_intermixed_args(SMALL))
+    assert [(r["engine"], r["batch_size"], r["completions"]) for r in results] == [("hf", 1, 4), ("hf", 4, 4)]
+    for r in results:
+        assert r["seconds"] > 0 and 4 <= r["tokens"] <= 16  # 4 completions of 1 to 4 tokens each
+
+
+def test_table_reports_rates_and_speed_up_against_the_first_row(bench):
+    table = bench.format_table(
+        [{"engine": "hf", "batch_size": 1, "completions": 8, "seconds": 4.0, "tokens": 100},
+         {"engine": "hf", "batch_size": 8, "completions": 8, "seconds": 0.5, "tokens": 120}]
+    )  # fmt: skip
+    header, one, batched = (line.split() for line in table.splitlines())
+    assert header == ["engine", "batch", "samples", "seconds", "samples/s", "tokens/s", "speed-up"]
+    assert one == ["hf", "1", "8", "4.00", "2.00", "25.0", "1.0x"]
+    assert batched == ["hf", "8", "8", "0.50", "16.00", "240.0", "8.0x"]
+
+
+def test_the_command_prints_the_table(bench, capsys):
+    assert bench.main(SMALL) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("engine") and [line.split()[:3] for line in lines[1:]] == [
+        ["hf", "1", "4"],
+        ["hf", "4", "4"],
+    ]
+
+
+def test_bad_batch_sizes_are_refused(bench, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(["--batch-sizes", "0,2"])
+    assert exit_info.value.code == 2
+    assert "expected comma-separated positive integers" in capsys.readouterr().err

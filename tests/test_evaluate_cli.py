@@ -1,0 +1,273 @@
+"""recipes/evaluate.py on the tiny model: question choice, record schema, resuming, refusals and errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from recipes import generation
+from recipes.evaluate import eval_data, main, read_records, select_questions
+from recipes.generation import EvaluationError
+from rewards.answers import extract_answer, format_ok, is_correct
+from stats.records import load_records
+
+TEST_SAMPLE = REPO / "recipes" / "samples" / "gsm8k_test_sample.jsonl"
+# 4 questions x 2 samples in batches of 3: the last batch is partly done after an interruption mid-file.
+ARGS = ["gsm8k_tiny", "--questions", "4", "--samples", "2", "--max-new-tokens", "16", "--batch-size", "3"]
+SCHEMA = {
+    "id": str,
+    "sample": int,
+    "correct": bool,
+    "format_ok": bool,
+    "gold": str,
+    "n_tokens": int,
+    "question": str,
+    "completion": str,
+    "model": str,
+    "seed": int,
+    "split": str,
+    "source": str,
+    "temperature": float,
+    "top_p": float,
+    "max_new_tokens": int,
+    "engine": str,
+}
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def lines(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def count_generate(monkeypatch):
+    """Counts HFGenerator.generate calls; ``fail_on`` makes call number N raise KeyboardInterrupt."""
+    calls = {"n": 0, "fail_on": None}
+    real = generation.HFGenerator.generate
+
+    def counted(self, prompts, seeds):
+        calls["n"] += 1
+        if calls["n"] == calls["fail_on"]:
+            raise KeyboardInterrupt
+        return real(self, prompts, seeds)
+
+    monkeypatch.setattr(generation.HFGenerator, "generate", counted)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    """An uninterrupted run of ARGS: the reference the resumed runs must reproduce byte for byte."""
+    out = tmp_path_factory.mktemp("eval") / "base.jsonl"
+    assert main([*ARGS, "--out", str(out)]) == 0
+    return out
+
+
+def test_question_draw_depends_on_seed_only_and_grows_by_prefix():
+    ids = [f"gsm8k-test-{i:05d}" for i in range(100)]
+    assert select_questions(ids, 10, seed=0) == select_questions(list(ids), 10, seed=0)
+    assert select_questions(ids, 10, seed=0) != select_questions(ids, 10, seed=1)
+    assert select_questions(ids, 20, seed=0)[:10] == select_questions(ids, 10, seed=0)
+    assert sorted(select_questions(ids, None, seed=3)) == list(range(100))
+    with pytest.raises(EvaluationError, match="--questions 101 but the split has 100 questions"):
+        select_questions(ids, 101, seed=0)
+
+
+def test_records_match_the_schema_and_the_training_grader(baseline):
+    records = lines(baseline)
+    assert [(r["id"], r["sample"]) for r in records] == [
+        (f"gsm8k-test-{i:05d}", k)
+        for i in select_questions([f"gsm8k-test-{i:05d}" for i in range(100)], 4, 0)
+        for k in (0, 1)
+    ]
+    rows = [json.loads(line) for line in TEST_SAMPLE.read_text().splitlines()]
+    for r in records:
+        for key, kind in SCHEMA.items():
+            assert isinstance(r[key], kind), (key, r[key])
+        assert r["adapter"] is None and r["adapter_path"] is None and r["seed"] == 0 and r["split"] == "test"
+        assert r["model"] == "builtin:tiny-llama" and r["source"] == "samples/gsm8k_test_sample.jsonl"
+        row = rows[int(r["id"].rsplit("-", 1)[1])]
+        assert r["question"] == row["question"] and row["answer"].endswith(f"#### {r['gold']}")
+        assert r["correct"] == is_correct(r["completion"], r["gold"])
+        assert r["pred"] == extract_answer(r["completion"])
+        assert r["format_ok"] == format_ok(r["completion"], "hash")  # gsm8k_tiny's format reward style
+        assert 1 <= r["n_tokens"] <= 16 and r["max_new_tokens"] == 16 and r["temperature"] == 1.0
+    assert load_records(baseline).counts.keys() == {r["id"] for r in records}
+
+
+def test_rerun_generates_nothing_and_leaves_the_file_unchanged(baseline, tmp_path, capsys, monkeypatch):
+    out = shutil.copy(baseline, tmp_path / "base.jsonl")
+    monkeypatch.setattr(
+        generation, "load_generator", lambda *a, **k: pytest.fail("loaded a model for no work")
+    )
+    code, stdout, _ = run(capsys, *ARGS, "--out", out)
+    assert code == 0
+    assert (tmp_path / "base.jsonl").read_bytes() == baseline.read_bytes()
+    assert "4 questions x 2 samples = 8 records" in stdout
+    assert "python -m stats.compare" in stdout and "--adapter ADAPTER" in stdout
+
+
+def test_truncated_last_line_is_dropped_and_redone_identically(baseline, tmp_path, capsys, count_generate):
+    out = tmp_path / "base.jsonl"
+    text = baseline.read_text().splitlines(keepends=True)
+    out.write_text("".join(text[:4]) + text[4][:30])  # a crash in the middle of the fifth line
+    code, _, _ = run(capsys, *ARGS, "--out", out)
+    assert code == 0
+    assert count_generate["n"] == 2  # batches 2 (samples 3-5, partly done) and 3; batch 1 is complete
+    assert out.read_bytes() == baseline.read_bytes()
+
+
+def test_interrupted_run_resumes_to_what_an_uninterrupted_run_writes(
+    baseline, tmp_path, capsys, count_generate
+):
+    out = tmp_path / "base.jsonl"
+    count_generate["fail_on"] = 2
+    code, _, err = run(capsys, *ARGS, "--out", out)
+    assert code == 130 and "rerun the same command to resume" in err
+    assert len(lines(out)) == 3  # the first batch, complete and on disk
+    count_generate.update(n=0, fail_on=None)
+    assert run(capsys, *ARGS, "--out", out)[0] == 0
+    assert count_generate["n"] == 2
+    assert out.read_bytes() == baseline.read_bytes()
+    assert len(load_records(out).records) == 8  # stats refuses duplicate (id, sample) pairs
+
+
+def test_more_questions_extend_the_file_without_redoing_the_first(baseline, tmp_path, capsys, count_generate):
+    out = shutil.copy(baseline, tmp_path / "base.jsonl")
+    code, _, _ = run(capsys, *ARGS[:2], "6", *ARGS[3:], "--out", out)
+    assert code == 0
+    records = lines(tmp_path / "base.jsonl")
+    assert records[:8] == lines(baseline) and len(records) == 12
+    assert count_generate["n"] == 2  # the partly done third batch again, and the fourth
+
+
+def test_refuses_to_append_records_made_with_other_settings(baseline, tmp_path, capsys):
+    out = shutil.copy(baseline, tmp_path / "base.jsonl")
+    code, _, err = run(capsys, *ARGS, "--out", out, "--temperature", "0.5", "--seed", "1")
+    assert code == 2
+    assert "refusing to append" in err and "temperature: file has 1.0, this run 0.5" in err
+    assert "seed: file has 0, this run 1" in err and "Use a new --out file" in err
+    assert (tmp_path / "base.jsonl").read_bytes() == baseline.read_bytes()
+
+
+def test_greedy_batched_generation_equals_one_prompt_at_a_time(tmp_path, capsys):
+    greedy = ["gsm8k_tiny", "--questions", "4", "--temperature", "0", "--max-new-tokens", "16"]
+    for size in (1, 4):
+        assert run(capsys, *greedy, "--batch-size", size, "--out", tmp_path / f"b{size}.jsonl")[0] == 0
+    one, batched = lines(tmp_path / "b1.jsonl"), lines(tmp_path / "b4.jsonl")
+    assert [r["id"] for r in one] == [r["id"] for r in batched]  # the draw ignores the batch size
+    assert [r["completion"] for r in one] == [
+        r["completion"] for r in batched
+    ]  # left padding changes nothing
+
+
+def test_a_folder_source_and_an_explicit_test_file_work(gsm8k_dir, tmp_path, capsys):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    shutil.copy(gsm8k_dir / "test.jsonl", folder / "test.jsonl")
+    base = ["--questions", "2", "--max-new-tokens", "4", "--temperature", "0"]
+    assert run(capsys, "gsm8k_tiny", f"data.source={folder}", *base, "--out", tmp_path / "a.jsonl")[0] == 0
+    assert (
+        run(
+            capsys, "gsm8k_tiny", f"data.source={folder / 'test.jsonl'}", *base, "--out", tmp_path / "b.jsonl"
+        )[0]
+        == 0
+    )
+    a, b = lines(tmp_path / "a.jsonl"), lines(tmp_path / "b.jsonl")
+    assert [r["id"] for r in a] == [r["id"] for r in b] and int(a[0]["id"].rsplit("-", 1)[1]) < 1319
+
+
+def test_eval_data_finds_the_split_file_and_drops_training_filters(tmp_path):
+    data = {"source": "samples/gsm8k_train_sample.jsonl", "limit": 5, "max_prompt_tokens": 10}
+    assert eval_data(data, "test") == {
+        "source": "samples/gsm8k_test_sample.jsonl",
+        "limit": None,
+        "max_prompt_tokens": None,
+    }
+    assert eval_data(data, "train")["source"] == "samples/gsm8k_train_sample.jsonl"
+    (tmp_path / "mine.jsonl").write_text("")
+    assert eval_data({"source": str(tmp_path / "mine.jsonl")}, "test")["source"] == str(
+        tmp_path / "mine.jsonl"
+    )
+    assert eval_data({"source": "openai/gsm8k"}, "test")["source"] == "openai/gsm8k"
+    (tmp_path / "train.jsonl").write_text("")
+    with pytest.raises(EvaluationError, match=r"train split's file and has no test sibling .*--split train"):
+        eval_data({"source": str(tmp_path / "train.jsonl")}, "test")
+
+
+def test_a_corrupt_line_inside_the_file_is_an_error_naming_it(tmp_path):
+    out = tmp_path / "x.jsonl"
+    out.write_text('{"id": "a", "sample": 0}\nnot json\n{"id": "b", "sample": 0}\n')
+    with pytest.raises(EvaluationError, match="x.jsonl line 2 is not valid JSON"):
+        read_records(out)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gsm8k_tiy"], "Unknown recipe 'gsm8k_tiy'. Did you mean gsm8k_tiny?"),
+        (["gsm8k_tiny", "trainer.learnin_rate=1"], "Did you mean trainer.learning_rate?"),
+        (["gsm8k_tiny", "--adapter", "/no/such/adapter"], "/no/such/adapter is not a folder"),
+        (["gsm8k_tiny", "--adapter", "s3:/bucket"], "names no bucket"),
+        (
+            ["gsm8k_tiny", "--samples", "3", "--temperature", "0"],
+            "greedy decoding: all 3 samples would be the same",
+        ),
+        (["gsm8k_tiny", "--top-p", "0"], "0 < top_p <= 1"),
+        (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'samples'}"], "No test split in"),
+        (["gsm8k_tiny", "--questions", "500"], "--questions 500 but the split has 100 questions"),
+    ],
+)
+def test_user_errors_exit_2_with_a_message(capsys, tmp_path, argv, message):
+    code, _, err = run(capsys, *argv, "--out", tmp_path / "x.jsonl")
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_folders_without_an_adapter_are_refused(tmp_path, tiny_model_dir, capsys):
+    run_folder, checkpoint = tmp_path / "full", tmp_path / "checkpoint-5"
+    shutil.copytree(tiny_model_dir, run_folder)
+    shutil.copytree(tiny_model_dir, checkpoint)  # a full model's checkpoint: weights, but no LoRA adapter
+    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", run_folder, "--out", tmp_path / "x.jsonl")
+    assert code == 2 and "holds no adapter and no usable checkpoint-N folder" in err
+    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", checkpoint, "--out", tmp_path / "x.jsonl")
+    assert (
+        code == 2 and "holds no LoRA adapter (no adapter_config.json)" in err and "model.name_or_path=" in err
+    )
+
+
+def test_vllm_engine_without_vllm_is_a_clear_error(capsys, tmp_path):
+    if generation.importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    code, _, err = run(capsys, "gsm8k_tiny", "--engine", "vllm", "--out", tmp_path / "x.jsonl")
+    assert code == 2 and "--engine vllm needs vLLM, which is not installed" in err
+
+
+@pytest.mark.slow
+def test_the_script_prints_errors_without_a_traceback(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "recipes" / "evaluate.py"),
+            "gsm8k_tiy",
+            "--out",
+            str(tmp_path / "x.jsonl"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "Did you mean gsm8k_tiny?" in result.stderr and "Traceback" not in result.stderr
