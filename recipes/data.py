@@ -7,6 +7,7 @@ Rows come out with the columns listed in docs/CONTRACTS.md: ``prompt`` (system +
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from datasets import Dataset, load_dataset
@@ -25,10 +26,13 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
     if source.is_file():
         files = [source]
     else:
-        files = sorted(f for f in source.rglob(f"{split}*") if f.suffix in SUFFIXES)
+        # The split is a whole word of the file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl.
+        word = re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
+        files = sorted(f for f in source.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
         if not files:
             raise DataError(
-                f"No {split} split in {source}: expected a file named {split}*.jsonl or {split}*.parquet in it."
+                f"No {split} split in {source}: expected .jsonl or .parquet files with '{split}' as a word of their "
+                f"name (e.g. {split}.jsonl, {split}-00000-of-00001.parquet)."
             )
     kinds = {SUFFIXES.get(f.suffix) for f in files}
     if None in kinds or len(kinds) > 1:

@@ -71,3 +71,10 @@ def test_prompt_budget_filter_then_limit(tiny_model_dir):
     assert len(kept) == sum(n <= budget for n in lengths) < 200
     assert all(len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) <= budget for p in kept["prompt"])
     assert len(load_gsm8k({**SECTION, "max_prompt_tokens": budget, "limit": 10}, tokenizer=tokenizer)) == 10
+
+
+def test_split_is_a_whole_word_of_the_file_name():
+    rows = load_gsm8k({**SECTION, "source": "recipes/samples"}, split="test")
+    assert len(rows) == 100 and rows[0]["id"] == "gsm8k-test-00000"
+    with pytest.raises(DataError, match="No est split"):
+        load_gsm8k({**SECTION, "source": "recipes/samples"}, split="est")
