@@ -242,6 +242,8 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
     if errors:
         raise RecipeError("\n".join(errors))
     config["trainer"].setdefault("output_dir", os.path.join("outputs", path.stem))
+    for section, keys in schema.SECTIONS.items():  # schema order, so printed recipes read like the reference
+        config[section] = {key: config[section][key] for key in keys if key in config[section]}
     recipe = Recipe(name=path.stem, path=path, config=config, origins=origins)
     from recipes.checks import check_combinations
 
