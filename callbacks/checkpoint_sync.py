@@ -1,0 +1,233 @@
+"""Checkpoints that survive a lost machine: sync every save to S3 or a mounted folder, resume from the newest
+verified one.
+
+    plan = prepare_checkpointing(output_dir="outputs/run", recipe_name="gsm8k_llama", recipe_yaml=text,
+                                 uri="s3://bucket/runs/llama", every_steps=25, keep_last=None, resume="latest",
+                                 run_id=None, overwrite=False, endpoint_url=None)
+    trainer = GRPOTrainer(..., callbacks=plan.callbacks)
+    trainer.train(resume_from_checkpoint=plan.resume_from)
+
+Call it on every rank before the model loads (fail fast: the storage preflight runs first).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from callbacks.errors import CheckpointError
+from callbacks.fetch import fetch_checkpoint
+from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.resume import SYNC_DIR, Resolver
+from callbacks.stores import Store, open_store
+from callbacks.uploader import BackgroundUploader, UploadJob
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointPlan",
+    "CheckpointSyncCallback",
+    "fetch_checkpoint",
+    "prepare_checkpointing",
+]
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class CheckpointPlan:
+    """What the trainer needs: callbacks to add, and the local checkpoint folder to resume from (or None)."""
+
+    callbacks: list = field(default_factory=list)
+    resume_from: str | None = None
+    run_id: str = ""
+    uri: str | None = None
+
+
+class CheckpointSyncCallback(TrainerCallback):
+    """After each save, stage the checkpoint and upload it in the background; at the end, wait and report.
+
+    Args:
+        store: Where checkpoints go (None on every process but the main one, which alone uploads).
+        run: Run id, recipe and retention recorded with every checkpoint.
+        staging_dir: Private folder for staged copies (same filesystem as output_dir, for hard links).
+        max_pending: Checkpoints that may wait behind the one uploading before the oldest is skipped.
+    """
+
+    def __init__(self, store: Store | None, run: RunInfo, staging_dir: Path, max_pending: int = 1):
+        self.store, self.run, self.staging_dir = store, run, Path(staging_dir)
+        self.uploader = BackgroundUploader(self._upload, max_pending=max_pending)
+
+    def _upload(self, job: UploadJob) -> None:
+        publish_staged(self.store, job.staged, job.step, self.run, world_size=job.world_size)
+
+    def on_save(self, args, state, control, **kwargs):
+        if args.world_size > 1:  # every rank has written its RNG state before the main process stages
+            _partial_state().wait_for_everyone()
+        if not state.is_world_process_zero:
+            return
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if not folder.is_dir():
+            raise CheckpointError(f"The trainer reported a save, but {folder} does not exist")
+        staged = stage_checkpoint(folder, self.staging_dir, self.run.recipe_yaml)
+        self.uploader.submit(UploadJob(state.global_step, staged, args.world_size))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        message = None
+        if state.is_world_process_zero:
+            logger.info("Waiting for checkpoint uploads to %s to finish", self.store.uri)
+            self.uploader.wait()
+            message = self._report()
+        if args.world_size > 1:
+            message = _broadcast(message)
+        if message:
+            raise CheckpointError(message)
+
+    def _report(self) -> str | None:
+        """Log superseded failures; return an error message when the newest saved checkpoint is not safe."""
+        up = self.uploader
+        newest_committed = max(up.committed, default=None)
+        for step in up.skipped:
+            logger.warning("checkpoint-%d was skipped (a newer one superseded it before upload)", step)
+        unsafe = {s: e for s, e in up.failed.items() if newest_committed is None or s > newest_committed}
+        for step, error in up.failed.items():
+            if step not in unsafe:
+                logger.error(
+                    "checkpoint-%d failed to upload (%s); the newer checkpoint-%d is safe",
+                    step,
+                    error,
+                    newest_committed,
+                )
+        if not unsafe:
+            return None
+        safe = f"checkpoint-{newest_committed}" if newest_committed is not None else "none"
+        failures = "; ".join(f"checkpoint-{s}: {e}" for s, e in sorted(unsafe.items()))
+        return (
+            f"Checkpoint upload to {self.store.uri} FAILED for {failures}. The newest checkpoint safely stored "
+            f"there is {safe}. The newer ones exist only under the local output_dir: copy them before this "
+            "machine goes away, or rerun with checkpoint.resume=latest on this machine to upload them first."
+        )
+
+
+def _partial_state():
+    from accelerate import PartialState
+
+    return PartialState()
+
+
+def _broadcast(value):
+    """``value`` from the main process, on every process."""
+    from accelerate.utils import broadcast_object_list
+
+    box = [value]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
+
+
+def _check_arguments(uri, every_steps, keep_last, resume, run_id, overwrite, endpoint_url) -> None:
+    def positive(value):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+    problems = []
+    if uri is not None and (not isinstance(uri, str) or not uri.strip()):
+        problems.append(f"checkpoint.uri must be null, s3://bucket/prefix or a folder, got {uri!r}")
+    if not positive(every_steps):
+        problems.append(f"checkpoint.every_steps must be a positive integer, got {every_steps!r}")
+    if keep_last is not None and not positive(keep_last):
+        problems.append(f"checkpoint.keep_last must be null or a positive integer, got {keep_last!r}")
+    if keep_last is not None and not uri:
+        problems.append(
+            "checkpoint.keep_last limits remote checkpoints and needs checkpoint.uri; "
+            "local ones are limited by trainer.save_total_limit"
+        )
+    if not isinstance(resume, str) or not resume.strip():
+        problems.append(f"checkpoint.resume must be latest, never, a path or a URI, got {resume!r}")
+    if run_id is not None and not (isinstance(run_id, str) and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)):
+        problems.append(f"checkpoint.run_id must be null or letters, digits, '.', '_', '-', got {run_id!r}")
+    if not isinstance(overwrite, bool):
+        problems.append(f"checkpoint.overwrite must be true or false, got {overwrite!r}")
+    if endpoint_url is not None and not (
+        isinstance(endpoint_url, str) and re.match(r"https?://", endpoint_url)
+    ):
+        problems.append(f"checkpoint.endpoint_url must be null or an http(s):// URL, got {endpoint_url!r}")
+    if problems:
+        raise CheckpointError("; ".join(problems))
+
+
+def prepare_checkpointing(
+    *,
+    output_dir: str,
+    recipe_name: str,
+    recipe_yaml: str,
+    uri: str | None = None,
+    every_steps: int = 25,
+    keep_last: int | None = None,
+    resume: str = "latest",
+    run_id: str | None = None,
+    overwrite: bool = False,
+    endpoint_url: str | None = None,
+) -> CheckpointPlan:
+    """Check the storage, pick the checkpoint to resume from (downloading it), and build the sync callback.
+
+    Args:
+        output_dir: The trainer's output_dir, where checkpoint-N folders are written.
+        recipe_name: Recorded in every manifest.
+        recipe_yaml: The resolved recipe, uploaded with every checkpoint as recipe.yaml.
+        uri: None (local checkpoints only), ``s3://bucket/prefix``, ``file:///folder`` or a folder path.
+        every_steps: Save interval; the caller sets the trainer's save_steps to it.
+        keep_last: Remote checkpoints to keep (None keeps all); the newest complete one is never deleted.
+        resume: ``latest`` (the newest complete checkpoint, remote or local), ``never``, or a checkpoint
+            path/URI (a run prefix means its newest complete checkpoint).
+        run_id: Recorded in manifests; None adopts the resumed run's id or makes a new one.
+        overwrite: Allow deleting another run's checkpoints at ``uri`` (or the output_dir's).
+        endpoint_url: S3-compatible endpoint (MinIO, R2).
+
+    Only the main process talks to the store. Multi-node runs need output_dir on a filesystem every node
+    shares: the main process downloads the checkpoint to resume from there, and uploads every rank's files.
+
+    Raises:
+        CheckpointError: Bad arguments, storage that cannot be used (said precisely), or a run conflict.
+    """
+    _check_arguments(uri, every_steps, keep_last, resume, run_id, overwrite, endpoint_url)
+    output_dir = Path(output_dir)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    is_main = _partial_state().is_main_process if distributed else True
+    store, outcome = None, None
+    if is_main:
+        try:
+            store = open_store(uri, endpoint_url) if uri else None
+            if store:
+                store.preflight()
+            shutil.rmtree(output_dir / SYNC_DIR / "staging", ignore_errors=True)
+            run = RunInfo(recipe_name, recipe_yaml, run_id or "", keep_last)
+            resolver = Resolver(
+                store=store, output_dir=output_dir, run=run, overwrite=overwrite, endpoint_url=endpoint_url
+            )
+            chosen, effective_run = resolver.resolve(resume, run_id)
+            outcome = (str(chosen) if chosen else None, effective_run)
+        except CheckpointError as e:
+            outcome = e
+        except Exception:
+            if distributed:  # the other processes must not wait forever for an answer
+                _broadcast(
+                    CheckpointError("The main process failed while preparing checkpoints; see its error.")
+                )
+            raise
+    if distributed:
+        outcome = _broadcast(outcome)
+    if isinstance(outcome, CheckpointError):
+        raise outcome
+    resume_from, effective_run = outcome
+    if is_main:
+        where = f"syncing to {store.uri} every {every_steps} steps" if store else "local checkpoints only"
+        start = f"resuming from {resume_from}" if resume_from else "starting from step 0"
+        logger.info("Checkpoints: run %s, %s, %s", effective_run, where, start)
+    run = RunInfo(recipe_name, recipe_yaml, effective_run, keep_last)
+    callbacks = [CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging")] if uri else []
+    return CheckpointPlan(
+        callbacks=callbacks, resume_from=resume_from, run_id=effective_run, uri=store.uri if store else uri
+    )

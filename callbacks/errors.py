@@ -1,0 +1,8 @@
+"""The one exception type for checkpoint problems the user must fix (storage, credentials, run conflicts)."""
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be saved, synced or resumed; the message says what is wrong and how to fix it.
+
+    Command-line tools print it without a traceback.
+    """

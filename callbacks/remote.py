@@ -1,0 +1,226 @@
+"""Checkpoints in a store: scan, commit (files, then the manifest last), download with verification, retention."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from tqdm.auto import tqdm
+
+from callbacks.errors import CheckpointError
+from callbacks.manifest import (
+    MANIFEST_NAME,
+    checkpoint_step,
+    listing_problems,
+    manifest_bytes,
+    manifest_problems,
+    parse_manifest,
+    same_contents,
+    verify_folder,
+)
+from callbacks.stores import Store, open_store
+
+logger = logging.getLogger(__name__)
+_TRAINING_STATE = re.compile(
+    r"^(optimizer.*|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|global_step\d+/.*|latest)$"
+)
+
+
+def is_training_state(rel: str) -> bool:
+    """Whether a checkpoint file only matters for resuming training (optimizer, scheduler, RNG), not inference."""
+    return bool(_TRAINING_STATE.match(rel))
+
+
+@dataclass
+class RemoteCheckpoint:
+    """One ``checkpoint-N`` folder in a store, with its manifest (if any) and why it is unusable (if it is)."""
+
+    name: str
+    step: int
+    files: dict[str, int] = field(default_factory=dict)  # relative to the checkpoint folder -> size
+    manifest: dict | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest is not None and not self.problems
+
+    @property
+    def run_id(self) -> str | None:
+        return self.manifest.get("run_id") if self.manifest else None
+
+
+def scan_remote(store: Store, *, read_manifests: bool = True) -> list[RemoteCheckpoint]:
+    """Every checkpoint folder in the store, newest first, judged complete or not from manifest and listing."""
+    found: dict[str, RemoteCheckpoint] = {}
+    for key, size in store.list().items():
+        name, _, rel = key.partition("/")
+        step = checkpoint_step(name)
+        if step is not None and rel:
+            found.setdefault(name, RemoteCheckpoint(name, step)).files[rel] = size
+    for ckpt in found.values():
+        if MANIFEST_NAME not in ckpt.files:
+            ckpt.problems = ["no manifest (upload never finished)"]
+        elif read_manifests:
+            ckpt.manifest, reason = parse_manifest(
+                store.read_bytes(f"{ckpt.name}/{MANIFEST_NAME}") or b"",
+                store.child_uri(f"{ckpt.name}/{MANIFEST_NAME}"),
+            )
+            ckpt.problems = (
+                [reason]
+                if reason
+                else manifest_problems(ckpt.manifest, ckpt.step) + listing_problems(ckpt.manifest, ckpt.files)
+            )
+    return sorted(found.values(), key=lambda c: c.step, reverse=True)
+
+
+def open_source(uri: str, endpoint_url: str | None) -> tuple[Store, int | None]:
+    """The store of a checkpoint URI, and the step it names (``.../checkpoint-N``) or None for a whole run."""
+    name = urlparse(uri).path.rstrip("/").rsplit("/", 1)[-1]
+    step = checkpoint_step(name)
+    base = uri.rstrip("/")[: -len(name) - 1] if step is not None else uri
+    return open_store(base, endpoint_url if uri.startswith("s3://") else None), step
+
+
+def scan_readable(store: Store) -> list[RemoteCheckpoint]:
+    """:func:`scan_remote`, with storage errors (credentials, missing bucket) turned into a CheckpointError."""
+    try:
+        return scan_remote(store)
+    except CheckpointError:
+        raise
+    except Exception as e:
+        raise CheckpointError(store.explain(e, "list checkpoints")) from e
+
+
+def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> None:
+    """Delete a checkpoint folder from the store, manifest first so it is never seen half-deleted as complete."""
+    if MANIFEST_NAME in ckpt.files:
+        store.delete([f"{ckpt.name}/{MANIFEST_NAME}"])
+    store.delete([f"{ckpt.name}/{rel}" for rel in ckpt.files if rel != MANIFEST_NAME])
+
+
+def commit_checkpoint(store: Store, folder: Path, manifest: dict, *, progress: bool = False) -> bool:
+    """Upload a checkpoint folder's files, then its manifest; returns False if it was already committed.
+
+    Raises:
+        CheckpointError: The store already holds a different commit of this step, or an upload came out short.
+    """
+    name = f"checkpoint-{manifest['step']}"
+    manifest_key = f"{name}/{MANIFEST_NAME}"
+    existing = {k.partition("/")[2]: size for k, size in store.list(name).items()}
+    if MANIFEST_NAME in existing:
+        _require_same_commit(store, manifest_key, manifest)
+        return False
+    total = sum(entry["size"] for entry in manifest["files"].values())
+    with tqdm(total=total, unit="B", unit_scale=True, desc=f"upload {name}", disable=not progress) as bar:
+        for rel in manifest["files"]:
+            store.upload(folder / rel, f"{name}/{rel}", progress=bar.update)
+    # Objects left by an earlier, unfinished upload of this step are not part of this checkpoint.
+    stale = [f"{name}/{rel}" for rel in existing if rel not in manifest["files"] and rel != MANIFEST_NAME]
+    if stale:
+        store.delete(stale)
+    uploaded = {k.partition("/")[2]: size for k, size in store.list(name).items()}
+    problems = listing_problems(manifest, uploaded)
+    if problems:
+        raise CheckpointError(f"Upload of {store.child_uri(name)} came out wrong: {'; '.join(problems)}")
+    if not store.write_bytes(manifest_key, manifest_bytes(manifest), if_absent=True):
+        # A retried write whose first attempt landed, or another writer: only the former is fine.
+        _require_same_commit(store, manifest_key, manifest)
+        return False
+    return True
+
+
+def _require_same_commit(store: Store, manifest_key: str, manifest: dict) -> None:
+    current, reason = parse_manifest(store.read_bytes(manifest_key) or b"", store.child_uri(manifest_key))
+    if current is not None and same_contents(current, manifest):
+        return
+    owner = f"run {current['run_id']!r}" if current else f"an unreadable manifest ({reason})"
+    raise CheckpointError(
+        f"{store.child_uri(manifest_key)} already exists, written by {owner} with different contents; "
+        "refusing to overwrite a committed checkpoint. Use another checkpoint.uri, or overwrite: true."
+    )
+
+
+def apply_retention(store: Store, keep_last: int) -> list[str]:
+    """Delete all but the newest ``keep_last`` complete checkpoints, and unfinished uploads older than the newest.
+
+    The newest complete checkpoint is never deleted. Returns the names deleted.
+    """
+    checkpoints = scan_remote(store, read_manifests=False)
+    complete = [c for c in checkpoints if MANIFEST_NAME in c.files]
+    if not complete:
+        return []
+    newest = complete[0].step
+    doomed = complete[max(keep_last, 1) :] + [
+        c for c in checkpoints if MANIFEST_NAME not in c.files and c.step < newest
+    ]
+    for ckpt in doomed:
+        delete_checkpoint(store, ckpt)
+    if doomed:
+        logger.info(
+            "Retention (keep_last=%d) deleted %s from %s",
+            keep_last,
+            ", ".join(c.name for c in doomed),
+            store.uri,
+        )
+    return [c.name for c in doomed]
+
+
+class CorruptCheckpoint(CheckpointError):
+    """A downloaded checkpoint does not match its manifest."""
+
+
+def download_checkpoint(
+    store: Store, ckpt: RemoteCheckpoint, dest: Path, *, training_state: bool = True
+) -> Path:
+    """Download a complete checkpoint to ``dest`` atomically: into a temporary folder, verify, then rename.
+
+    Args:
+        store: Where the checkpoint is.
+        ckpt: A complete checkpoint from :func:`scan_remote`.
+        dest: Final local folder; replaced if it exists.
+        training_state: Also download optimizer, scheduler and RNG state (needed to resume, not to evaluate).
+
+    Raises:
+        CorruptCheckpoint: A file's size or SHA-256 differs from the manifest.
+        CheckpointError: A transfer failed (network, permissions); nothing is left at ``dest``.
+    """
+    files = {
+        rel: e for rel, e in ckpt.manifest["files"].items() if training_state or not is_training_state(rel)
+    }
+    manifest = {**ckpt.manifest, "files": files}
+    tmp = dest.parent / f".{dest.name}.download-{uuid.uuid4().hex[:8]}"
+    try:
+        with tqdm(
+            total=sum(e["size"] for e in files.values()),
+            unit="B",
+            unit_scale=True,
+            desc=f"download {ckpt.name}",
+        ) as bar:
+            for rel in files:
+                (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    store.download(f"{ckpt.name}/{rel}", tmp / rel, progress=bar.update)
+                except CheckpointError:
+                    raise
+                except Exception as e:
+                    raise CheckpointError(
+                        f"Could not download {store.child_uri(f'{ckpt.name}/{rel}')}: {e}"
+                    ) from e
+        problems = verify_folder(tmp, manifest)
+        if problems:
+            raise CorruptCheckpoint(f"{store.child_uri(ckpt.name)} is corrupt: {'; '.join(problems)}")
+        (tmp / MANIFEST_NAME).write_bytes(manifest_bytes(manifest))
+        if dest.exists():
+            old = dest.parent / f".{dest.name}.replaced-{uuid.uuid4().hex[:8]}"
+            dest.rename(old)
+            shutil.rmtree(old)
+        tmp.rename(dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return dest

@@ -1,0 +1,235 @@
+"""Which checkpoint to resume from, and which run owns the checkpoint prefix (runs on the main process).
+
+``resume: latest`` continues the run found at the prefix (adopting its run id): the newest checkpoint whose
+manifest is present and whose files verify. Incomplete or corrupt checkpoints are skipped with the reason
+logged. A local checkpoint newer than anything remote is uploaded first. ``resume: never`` on a prefix that
+already holds checkpoints is refused unless ``overwrite: true``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from callbacks.errors import CheckpointError
+from callbacks.manifest import checkpoint_step, local_checkpoint_problems, read_local_manifest
+from callbacks.publish import RunInfo, publish_local
+from callbacks.remote import (
+    CorruptCheckpoint,
+    RemoteCheckpoint,
+    delete_checkpoint,
+    download_checkpoint,
+    open_source,
+    scan_readable,
+)
+from callbacks.stores import Store, is_remote
+
+logger = logging.getLogger(__name__)
+SYNC_DIR = ".checkpoint_sync"  # inside output_dir: run marker and staging copies
+
+
+@dataclass
+class LocalCheckpoint:
+    folder: Path
+    step: int
+    problems: list[str] = field(default_factory=list)
+
+
+def scan_local(folder: Path) -> list[LocalCheckpoint]:
+    """The ``checkpoint-N`` folders directly under ``folder``, newest first, with why each cannot be resumed."""
+    found = [
+        LocalCheckpoint(p, step, local_checkpoint_problems(p))
+        for p in (folder.iterdir() if folder.is_dir() else [])
+        if (step := checkpoint_step(p.name)) is not None and p.is_dir()
+    ]
+    return sorted(found, key=lambda c: c.step, reverse=True)
+
+
+def new_run_id(recipe_name: str) -> str:
+    return f"{recipe_name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
+
+
+def read_marker(output_dir: Path) -> str | None:
+    """The run id that wrote the checkpoints in ``output_dir``, if recorded."""
+    path = output_dir / SYNC_DIR / "run.json"
+    return json.loads(path.read_text()).get("run_id") if path.is_file() else None
+
+
+def write_marker(output_dir: Path, run_id: str, uri: str | None) -> None:
+    path = output_dir / SYNC_DIR / "run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".run.json.tmp")
+    tmp.write_text(json.dumps({"run_id": run_id, "uri": uri}))
+    os.replace(tmp, path)
+
+
+def _names(checkpoints) -> str:
+    names = [c.name if isinstance(c, RemoteCheckpoint) else c.folder.name for c in checkpoints]
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+class Resolver:
+    """Decides ``(resume_from, run_id)`` for one launch; see the module docstring for the rules."""
+
+    def __init__(
+        self,
+        *,
+        store: Store | None,
+        output_dir: Path,
+        run: RunInfo,
+        overwrite: bool,
+        endpoint_url: str | None,
+    ):
+        self.store, self.output_dir, self.run = store, output_dir, run
+        self.overwrite, self.endpoint_url = overwrite, endpoint_url
+        self.local = scan_local(output_dir)
+        self.remote = scan_readable(store) if store else []
+
+    def resolve(self, resume: str, run_id: str | None) -> tuple[Path | None, str]:
+        if resume == "never":
+            chosen, source_run = None, None
+            self._refuse_or_clear(self.local + [c for c in self.remote if c.manifest], "resume: never")
+        elif resume == "latest":
+            committed = [c for c in self.remote if c.manifest]
+            run_id = run_id or (committed[0].run_id if committed else None) or read_marker(self.output_dir)
+            chosen, source_run = None, run_id
+        else:
+            chosen, source_run = self._explicit(resume)
+        self.run.run_id = run_id or source_run or new_run_id(self.run.recipe_name)
+        foreign = [c for c in self.remote if c.manifest and c.run_id != self.run.run_id]
+        self._refuse_or_clear(foreign, f"run id {self.run.run_id!r}")
+        marker = read_marker(self.output_dir)
+        if marker not in (None, self.run.run_id) and self.local:
+            self._refuse_or_clear(
+                self.local, f"run id {self.run.run_id!r} (output_dir belongs to run {marker!r})"
+            )
+        if resume == "latest":
+            chosen = self._latest()
+        self._clear_newer(
+            checkpoint_step(chosen.name) if chosen else 0, rewind=resume not in ("latest", "never")
+        )
+        write_marker(self.output_dir, self.run.run_id, self.store.uri if self.store else None)
+        return chosen, self.run.run_id
+
+    def _refuse_or_clear(self, taken: list, why: str) -> None:
+        """Refuse to write over another run's checkpoints unless ``overwrite: true``, which deletes them."""
+        if not taken:
+            return
+        runs = {c.run_id for c in taken if isinstance(c, RemoteCheckpoint)}
+        if any(isinstance(c, LocalCheckpoint) for c in taken):
+            runs.add(read_marker(self.output_dir) or "unknown")
+        runs = sorted(runs)
+        places = [self.store.uri] if any(isinstance(c, RemoteCheckpoint) for c in taken) else []
+        places += (
+            [f"output_dir {self.output_dir}"] if any(isinstance(c, LocalCheckpoint) for c in taken) else []
+        )
+        if not self.overwrite:
+            raise CheckpointError(
+                f"{why}, but {' and '.join(places)} already has checkpoints of run {', '.join(runs)} "
+                f"({_names(taken)}). "
+                "To continue that run, use checkpoint.resume=latest (and no other run_id); to delete them "
+                "and start over, set checkpoint.overwrite=true; or choose another checkpoint.uri or "
+                "trainer.output_dir."
+            )
+        logger.warning(
+            "checkpoint.overwrite=true: deleting %s (run %s) for %s", _names(taken), ", ".join(runs), why
+        )
+        self._delete(taken)
+
+    def _delete(self, checkpoints: list) -> None:
+        for c in checkpoints:
+            if isinstance(c, RemoteCheckpoint):
+                delete_checkpoint(self.store, c)
+                self.remote.remove(c)
+            else:
+                shutil.rmtree(c.folder)
+                self.local.remove(c)
+
+    def _latest(self) -> Path | None:
+        for c in self.local:
+            if c.problems:
+                logger.warning("Skipping local %s: %s", c.folder, "; ".join(c.problems))
+        best_local = next((c for c in self.local if not c.problems), None)
+        floor = best_local.step if best_local else -1
+        for c in self.remote:
+            if c.step <= floor:
+                break
+            if c.problems:
+                logger.warning("Skipping %s: %s", self.store.child_uri(c.name), "; ".join(c.problems))
+                continue
+            try:
+                return download_checkpoint(self.store, c, self.output_dir / c.name)
+            except CorruptCheckpoint as e:
+                logger.warning("Skipping %s", e)
+        if best_local is None:
+            return None
+        if self.store and not any(c.step == best_local.step and not c.problems for c in self.remote):
+            logger.info(
+                "Local %s is newer than anything at %s: uploading it first", best_local.folder, self.store.uri
+            )
+            publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
+        return best_local.folder
+
+    def _explicit(self, resume: str) -> tuple[Path, str | None]:
+        if is_remote(resume):
+            source, wanted = open_source(resume, self.endpoint_url)
+            for c in scan_readable(source):
+                if wanted is not None and c.step != wanted:
+                    continue
+                if not c.problems:
+                    try:
+                        return download_checkpoint(source, c, self.output_dir / c.name), c.run_id
+                    except CorruptCheckpoint as e:
+                        if wanted is not None:
+                            raise
+                        logger.warning("Skipping %s", e)
+                        continue
+                if wanted is not None:
+                    raise CheckpointError(f"Cannot resume from {resume}: {'; '.join(c.problems)}")
+                logger.warning("Skipping %s: %s", source.child_uri(c.name), "; ".join(c.problems))
+            raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
+        path = Path(resume).expanduser()
+        if not path.exists():
+            close = difflib.get_close_matches(resume, ["latest", "never"], n=1)
+            hint = f" Did you mean {close[0]}?" if close else ""
+            raise CheckpointError(
+                f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, or an existing "
+                f"checkpoint folder.{hint}"
+            )
+        step = checkpoint_step(path.name)
+        candidates = (
+            scan_local(path)
+            if step is None
+            else [LocalCheckpoint(path, step, local_checkpoint_problems(path))]
+        )
+        for c in candidates:
+            if not c.problems:
+                manifest, _ = read_local_manifest(c.folder)
+                return c.folder, manifest.get("run_id") if manifest else None
+            logger.warning("Skipping %s: %s", c.folder, "; ".join(c.problems))
+        reasons = "; ".join(p for c in candidates for p in c.problems) or "no checkpoint-N folders in it"
+        raise CheckpointError(f"Cannot resume from {path}: {reasons}")
+
+    def _clear_newer(self, step: int, *, rewind: bool) -> None:
+        """Checkpoints of this run newer than the resume point would be written again: clear them first.
+
+        Incomplete or corrupt ones are deleted (logged). Complete ones exist only when an explicit resume rewinds
+        the run, which needs ``overwrite: true``.
+        """
+        newer = [c for c in self.remote if c.step > step] + [c for c in self.local if c.step > step]
+        if rewind:
+            self._refuse_or_clear([c for c in newer if not c.problems], f"resuming at step {step}")
+            newer = [c for c in newer if c.problems]
+        for c in newer:
+            where = self.store.child_uri(c.name) if isinstance(c, RemoteCheckpoint) else c.folder
+            logger.warning(
+                "Deleting %s (newer than the resume point, not resumable); training writes it again", where
+            )
+        self._delete(newer)

@@ -1,0 +1,189 @@
+"""Where checkpoints go: one small interface over an S3 bucket prefix or a (mounted) folder.
+
+Keys are relative POSIX paths under the store's root, e.g. ``checkpoint-25/optimizer.pt``. Every write is
+atomic for readers: S3 objects appear whole, and folder writes go to a temporary file and ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlparse
+
+from callbacks.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+Progress = Callable[[int], None] | None
+_TMP_PREFIX = ".tmp-"
+_COPY_CHUNK = 8 << 20
+
+
+class Store:
+    """A place that holds checkpoint folders: ``<root>/checkpoint-N/<files>``."""
+
+    uri: str
+
+    def list(self, sub: str = "") -> dict[str, int]:
+        """Every object under ``sub`` (a folder key, "" for all), as relative key -> size in bytes."""
+        raise NotImplementedError
+
+    def upload(self, local: Path, key: str, progress: Progress = None) -> None:
+        """Store the file ``local`` under ``key``, replacing any previous object."""
+        raise NotImplementedError
+
+    def download(self, key: str, local: Path, progress: Progress = None) -> None:
+        """Copy the object ``key`` to the local file ``local``."""
+        raise NotImplementedError
+
+    def read_bytes(self, key: str) -> bytes | None:
+        """The object's bytes, or None when it does not exist."""
+        raise NotImplementedError
+
+    def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        """Write an object; with ``if_absent``, only create it (returns False when it already exists)."""
+        raise NotImplementedError
+
+    def delete(self, keys: list[str]) -> None:
+        """Delete objects (missing ones are fine)."""
+        raise NotImplementedError
+
+    def preflight(self) -> None:
+        """Check that we can write, read and delete here; raise CheckpointError saying what is wrong."""
+        raise NotImplementedError
+
+    def explain(self, error: Exception, action: str) -> str:
+        """A message saying what went wrong when trying to ``action`` here, and how to fix it."""
+        return f"Cannot {action} in {self.uri}: {type(error).__name__}: {error}"
+
+    def child_uri(self, key: str) -> str:
+        return f"{self.uri.rstrip('/')}/{key}"
+
+
+class FolderStore(Store):
+    """Checkpoints copied into a folder: a mounted Google Drive, a network share, another disk."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser().absolute()
+        self.uri = str(self.root)
+
+    def list(self, sub: str = "") -> dict[str, int]:
+        base = self.root / sub
+        if not base.is_dir():
+            return {}
+        return {
+            p.relative_to(self.root).as_posix(): p.stat().st_size
+            for p in base.rglob("*")
+            if p.is_file() and not p.name.startswith(_TMP_PREFIX)
+        }
+
+    def upload(self, local: Path, key: str, progress: Progress = None) -> None:
+        _copy_atomically(Path(local), self.root / key, progress)
+
+    def download(self, key: str, local: Path, progress: Progress = None) -> None:
+        if not (self.root / key).is_file():
+            raise CheckpointError(f"{self.child_uri(key)} does not exist")
+        _copy_atomically(self.root / key, Path(local), progress)
+
+    def read_bytes(self, key: str) -> bytes | None:
+        path = self.root / key
+        return path.read_bytes() if path.is_file() else None
+
+    def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
+        # A folder has no conditional write; checking first is enough with one writer per run, which the run
+        # id check in prepare_checkpointing enforces.
+        path = self.root / key
+        if if_absent and path.exists():
+            return False
+        tmp = _temp_beside(path)
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return True
+
+    def delete(self, keys: list[str]) -> None:
+        folders = set()
+        for key in keys:
+            (self.root / key).unlink(missing_ok=True)
+            folders.add((self.root / key).parent)
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            while folder != self.root and folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+                folder = folder.parent
+
+    def preflight(self) -> None:
+        drive = Path("/content/drive")
+        if self.root.is_relative_to(drive) and not (drive / "MyDrive").is_dir():
+            raise CheckpointError(
+                f"checkpoint.uri {self.root} is on Google Drive, but Drive is not mounted. In Colab run "
+                "`from google.colab import drive; drive.mount('/content/drive')` first."
+            )
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            probe = f"{_TMP_PREFIX}probe-{uuid.uuid4().hex}"
+            self.write_bytes(probe, b"probe")
+            ok = self.read_bytes(probe) == b"probe"
+            self.delete([probe])
+        except OSError as e:
+            raise CheckpointError(f"Cannot write checkpoints to folder {self.root}: {e}") from e
+        if not ok:
+            raise CheckpointError(f"Folder {self.root} did not return what was written to it")
+
+
+def _temp_beside(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.with_name(f"{_TMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
+
+
+def _copy_atomically(src: Path, dest: Path, progress: Progress) -> None:
+    tmp = _temp_beside(dest)
+    try:
+        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            while chunk := fin.read(_COPY_CHUNK):
+                fout.write(chunk)
+                if progress:
+                    progress(len(chunk))
+            fout.flush()
+            os.fsync(fout.fileno())
+        shutil.copystat(src, tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def is_remote(location: str) -> bool:
+    """Whether a resume/fetch location names a store (``s3://``, ``file://``) rather than a local path."""
+    return urlparse(location).scheme in ("s3", "file")
+
+
+def open_store(uri: str, endpoint_url: str | None = None) -> Store:
+    """The store for ``checkpoint.uri``: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
+
+    Raises:
+        CheckpointError: For an unsupported scheme or a malformed S3 URI.
+    """
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        if not parsed.netloc:
+            raise CheckpointError(f"checkpoint URI {uri!r} names no bucket; expected s3://bucket/prefix")
+        from callbacks.s3_store import S3Store
+
+        return S3Store(parsed.netloc, parsed.path.strip("/"), endpoint_url=endpoint_url)
+    if endpoint_url:
+        raise CheckpointError(
+            f"checkpoint.endpoint_url is set ({endpoint_url}) but {uri!r} is not an s3:// URI"
+        )
+    if parsed.scheme == "file":
+        return FolderStore(parsed.path)
+    if parsed.scheme and len(parsed.scheme) > 1:  # one letter: a Windows drive, a path
+        raise CheckpointError(
+            f"Unsupported checkpoint URI {uri!r}: use s3://bucket/prefix, file:///folder or a folder path "
+            "(for example a mounted Google Drive, /content/drive/MyDrive/runs/NAME)"
+        )
+    return FolderStore(uri)

@@ -1,0 +1,90 @@
+"""Uploads off the training path: one background thread, a bounded backlog, the newest checkpoint first.
+
+When checkpoints arrive faster than the network takes them, the oldest waiting one is dropped (logged) and the
+newest always wins; the one uploading is never interrupted.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class UploadJob:
+    step: int
+    staged: Path
+    world_size: int = 1
+
+
+class BackgroundUploader:
+    """Runs ``work(job)`` for submitted jobs on one background thread, newest first when it falls behind.
+
+    Args:
+        work: Uploads one staged checkpoint; raises on failure.
+        max_pending: Jobs that may wait behind the one uploading; older waiting jobs are dropped beyond this.
+    """
+
+    def __init__(self, work: Callable[[UploadJob], None], max_pending: int = 1):
+        self._work = work
+        self._max_pending = max_pending
+        self._pending: deque[UploadJob] = deque()
+        self._busy = False
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.committed: list[int] = []
+        self.failed: dict[int, str] = {}
+        self.skipped: list[int] = []
+
+    def submit(self, job: UploadJob) -> None:
+        with self._cond:
+            while len(self._pending) >= self._max_pending:
+                dropped = self._pending.popleft()
+                self.skipped.append(dropped.step)
+                shutil.rmtree(dropped.staged, ignore_errors=True)
+                logger.warning(
+                    "Upload of checkpoint-%d skipped: checkpoint-%d arrived while it was still waiting "
+                    "(uploads are slower than saves; the newest checkpoint wins)",
+                    dropped.step,
+                    job.step,
+                )
+            self._pending.append(job)
+            self._cond.notify_all()
+            if self._thread is None or not self._thread.is_alive():
+                # Not a daemon: after a crash in training, the interpreter still finishes the queued uploads.
+                self._thread = threading.Thread(target=self._run, name="checkpoint-upload")
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending:
+                    if not threading.main_thread().is_alive():
+                        return
+                    self._cond.wait(timeout=1.0)
+                job = self._pending.popleft()
+                self._busy = True
+            try:
+                self._work(job)
+                self.committed.append(job.step)
+            except Exception as e:  # noqa: BLE001 - any failure is recorded and reported; training goes on
+                self.failed[job.step] = f"{type(e).__name__}: {e}"
+                logger.error("Upload of checkpoint-%d failed: %s", job.step, self.failed[job.step])
+            finally:
+                shutil.rmtree(job.staged, ignore_errors=True)
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def wait(self) -> None:
+        """Block until every submitted job has finished (committed, failed or skipped)."""
+        with self._cond:
+            while self._pending or self._busy:
+                self._cond.wait()

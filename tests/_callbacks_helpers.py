@@ -1,0 +1,176 @@
+"""Shared pieces of the callbacks tests: an in-process S3 server (moto) that logs requests, synthetic
+checkpoints, and fault injection through botocore's event hooks."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import uuid
+from pathlib import Path
+from types import SimpleNamespace
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ConnectionClosedError
+from moto.server import ThreadedMotoServer
+
+S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",  # no instance-metadata lookups that wait on timeouts
+    "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+}
+
+
+class RecordingMotoServer(ThreadedMotoServer):
+    """moto's threaded S3 server on a free port of 127.0.0.1, recording (method, path, user agent) per request.
+
+    It overrides ThreadedMotoServer._server_entry (moto 5.x) to wrap the WSGI app with the recorder.
+    """
+
+    def __init__(self):
+        super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
+        self.requests: list[tuple[str, str, str]] = []
+
+    def _server_entry(self) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+
+        def recording_app(environ, start_response):
+            self.requests.append(
+                (environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_USER_AGENT", ""))
+            )
+            return app(environ, start_response)
+
+        self._server = make_server(self._ip_address, self._port, recording_app, True)
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.get_host_and_port()
+        return f"http://{host}:{port}"
+
+
+_SERVER: RecordingMotoServer | None = None
+
+
+def moto_server() -> RecordingMotoServer:
+    """The one S3 server of this test session (started on first use, stopped at exit)."""
+    global _SERVER
+    if _SERVER is None:
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        _SERVER = RecordingMotoServer()
+        _SERVER.start()
+        atexit.register(_SERVER.stop)
+    return _SERVER
+
+
+def s3_bucket(monkeypatch) -> SimpleNamespace:
+    """Point boto3 at the test server with test credentials and create a fresh bucket.
+
+    Returns ``endpoint``, ``bucket``, ``uri(prefix)`` and a plain boto3 ``client``.
+    """
+    import boto3
+
+    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in S3_ENV.items():
+        monkeypatch.setenv(key, value)
+    server = moto_server()
+    client = boto3.client("s3", endpoint_url=server.endpoint)
+    bucket = f"ckpt-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    return SimpleNamespace(
+        endpoint=server.endpoint,
+        bucket=bucket,
+        client=client,
+        server=server,
+        uri=lambda p="run": f"s3://{bucket}/{p}",
+    )
+
+
+def make_checkpoint(
+    parent: Path,
+    step: int,
+    *,
+    world_size: int = 1,
+    omit: tuple[str, ...] = (),
+    seed: int = 0,
+    size: int = 4096,
+) -> Path:
+    """A synthetic ``checkpoint-<step>`` folder with the files the Trainer writes (random bytes for tensors:
+    their content is irrelevant here, their sizes and hashes matter)."""
+    folder = Path(parent) / f"checkpoint-{step}"
+    folder.mkdir(parents=True)
+    files = {
+        "adapter_config.json": json.dumps({"r": 8, "seed": seed}).encode(),
+        "adapter_model.safetensors": os.urandom(size),
+        "optimizer.pt": os.urandom(2 * size),
+        "scheduler.pt": os.urandom(64),
+        "trainer_state.json": json.dumps({"global_step": step, "log_history": []}).encode(),
+    }
+    if world_size == 1:
+        files["rng_state.pth"] = os.urandom(128)
+    else:
+        files.update({f"rng_state_{i}.pth": os.urandom(128) for i in range(world_size)})
+    for name, data in files.items():
+        if name not in omit:
+            (folder / name).write_bytes(data)
+    return folder
+
+
+def trainer_objects(output_dir: Path, step: int, *, world_size: int = 1, main: bool = True):
+    """(args, state, control) as a Trainer passes them to callbacks, for driving a callback by hand."""
+    from transformers import TrainerControl, TrainerState
+
+    args = SimpleNamespace(output_dir=str(output_dir), world_size=world_size)
+    state = TrainerState(global_step=step, max_steps=100, is_world_process_zero=main)
+    return args, state, TrainerControl()
+
+
+class _Body:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def stream(self, **kwargs):
+        yield self.data
+
+
+class Faults:
+    """Fail requests of one S3 operation before they leave the client, through ``before-send`` hooks.
+
+    Args:
+        client: The boto3 client to hook.
+        operation: e.g. "PutObject".
+        plan: Failures to inject, in order: "503" (an HTTP 503 SlowDown answer), "501" (NotImplemented, as
+            S3-compatible stores answer conditional writes they lack) or "reset" (connection closed).
+            ``always=True`` repeats the plan forever (a persistent outage).
+    """
+
+    def __init__(self, client, operation: str, plan: list[str], *, always: bool = False):
+        self.plan, self.always, self.calls, self.injected = list(plan), always, 0, 0
+        client.meta.events.register(f"before-send.s3.{operation}", self._hook)
+
+    def _hook(self, request, **kwargs):
+        self.calls += 1
+        if not self.plan:
+            return None
+        kind = self.plan[0] if self.always else self.plan.pop(0)
+        self.injected += 1
+        if kind == "reset":
+            raise ConnectionClosedError(endpoint_url=request.url)
+        code = {"503": "SlowDown", "501": "NotImplemented"}[kind]
+        body = f"<Error><Code>{code}</Code><Message>Injected by the test.</Message></Error>".encode()
+        return AWSResponse(request.url, int(kind), {"Content-Type": "application/xml"}, _Body(body))
+
+
+def distinct_share(completion_ids, **kwargs) -> list[float]:
+    """A reward the tiny random model gets varied values of (share of distinct tokens), so GRPO advantages are
+    non-zero and the adapter moves: resumed and uninterrupted runs then have something to disagree about."""
+    return [len(set(ids)) / max(len(ids), 1) for ids in completion_ids]

@@ -1,0 +1,144 @@
+"""Preflight: storage problems are found before the model loads, in seconds, with a message saying what is wrong."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+from contextlib import contextmanager
+
+import boto3
+import pytest
+from _callbacks_helpers import s3_bucket
+
+from callbacks.checkpoint_sync import prepare_checkpointing
+from callbacks.errors import CheckpointError
+from callbacks.s3_store import S3Store
+from callbacks.stores import FolderStore
+
+
+@contextmanager
+def moto_auth(endpoint):
+    """Make the test server check credentials (moto accepts any by default)."""
+
+    def set_count(value: bytes):
+        url, headers = f"{endpoint}/moto-api/reset-auth", {"Content-Type": "text/plain"}
+        urllib.request.urlopen(urllib.request.Request(url, data=value, headers=headers, method="POST"))
+
+    set_count(b"0")
+    try:
+        yield
+    finally:
+        set_count(b"inf")
+
+
+def _fails_fast(store, match):
+    start = time.monotonic()
+    with pytest.raises(CheckpointError, match=match):
+        store.preflight()
+    assert time.monotonic() - start < 5
+
+
+def test_working_bucket_passes_and_leaves_nothing_behind(monkeypatch):
+    s3 = s3_bucket(monkeypatch)
+    S3Store(s3.bucket, "runs/a", endpoint_url=s3.endpoint).preflight()
+    assert s3.client.list_objects_v2(Bucket=s3.bucket).get("KeyCount") == 0
+
+
+def test_no_credentials(monkeypatch):
+    s3 = s3_bucket(monkeypatch)
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    _fails_fast(
+        S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
+        r"No S3 credentials found for s3://ckpt-\w+/p at http://127.0.0.1:\d+\. Set AWS_ACCESS_KEY_ID and "
+        r"AWS_SECRET_ACCESS_KEY",
+    )
+
+
+def test_bad_credentials(monkeypatch):
+    s3 = s3_bucket(monkeypatch)
+    iam = boto3.client("iam", endpoint_url=s3.endpoint)
+    user = f"u-{s3.bucket}"
+    iam.create_user(UserName=user)
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    with moto_auth(s3.endpoint):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAUNKNOWN000001234")
+        _fails_fast(
+            S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
+            r"Bad S3 credentials: .* does not know the access key id AKIA\.\.\.1234\. Check AWS_ACCESS_KEY_ID",
+        )
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        _fails_fast(
+            S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
+            r"Bad S3 credentials: the secret key does not match .* Check AWS_SECRET_ACCESS_KEY",
+        )
+
+
+def test_missing_bucket(monkeypatch):
+    s3 = s3_bucket(monkeypatch)
+    _fails_fast(
+        S3Store("no-such-bucket-here", "p", endpoint_url=s3.endpoint),
+        r"Bucket 'no-such-bucket-here' does not exist .*aws s3 mb s3://no-such-bucket-here\) or fix checkpoint.uri",
+    )
+
+
+def test_unreachable_endpoint(monkeypatch):
+    s3_bucket(monkeypatch)
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    _fails_fast(
+        S3Store("bucket", "p", endpoint_url=f"http://127.0.0.1:{port}"),
+        r"Cannot reach the S3 endpoint .* Check checkpoint.endpoint_url and network",
+    )
+
+
+def test_folder_preflight(tmp_path):
+    FolderStore(tmp_path / "new" / "runs").preflight()
+    assert list((tmp_path / "new" / "runs").iterdir()) == []
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CheckpointError, match=r"Cannot write checkpoints to folder .*/file/runs"):
+        FolderStore(tmp_path / "file" / "runs").preflight()
+    with pytest.raises(CheckpointError, match=r"on Google Drive, but Drive is not mounted. .*drive.mount"):
+        FolderStore("/content/drive/MyDrive/runs/x").preflight()
+
+
+def test_prepare_fails_before_touching_the_output_folder(monkeypatch, tmp_path):
+    s3 = s3_bucket(monkeypatch)
+    with pytest.raises(CheckpointError, match="Bucket 'missing-bucket' does not exist"):
+        prepare_checkpointing(
+            output_dir=str(tmp_path / "out"),
+            recipe_name="tiny",
+            recipe_yaml="",
+            uri="s3://missing-bucket/run",
+            endpoint_url=s3.endpoint,
+        )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"every_steps": 0}, "checkpoint.every_steps must be a positive integer, got 0"),
+        ({"keep_last": 2}, "checkpoint.keep_last limits remote checkpoints and needs checkpoint.uri"),
+        (
+            {"uri": "s3://b/p", "keep_last": 0},
+            "checkpoint.keep_last must be null or a positive integer, got 0",
+        ),
+        ({"run_id": "my run"}, "checkpoint.run_id must be null or letters, digits"),
+        (
+            {"endpoint_url": "127.0.0.1:9000", "uri": "s3://b/p"},
+            "checkpoint.endpoint_url must be null or an http",
+        ),
+        (
+            {"resume": "lastest"},
+            r"checkpoint.resume='lastest' is not 'latest', 'never', .* Did you mean latest\?",
+        ),
+    ],
+)
+def test_bad_arguments_are_named(tmp_path, overrides, message):
+    kwargs = {"output_dir": str(tmp_path / "out"), "recipe_name": "tiny", "recipe_yaml": "", **overrides}
+    with pytest.raises(CheckpointError, match=message):
+        prepare_checkpointing(**kwargs)

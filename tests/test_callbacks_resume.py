@@ -1,0 +1,182 @@
+"""prepare_checkpointing: which checkpoint a run resumes from, and which run owns a checkpoint prefix."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from _callbacks_helpers import make_checkpoint, s3_bucket
+
+from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
+from callbacks.errors import CheckpointError
+from callbacks.manifest import MANIFEST_NAME, build_manifest
+from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.remote import commit_checkpoint, scan_remote
+from callbacks.resume import read_marker, write_marker
+from callbacks.s3_store import S3Store
+from callbacks.stores import FolderStore
+
+
+@pytest.fixture(params=["s3", "folder"])
+def target(request, monkeypatch, tmp_path):
+    """(uri, endpoint_url, store) of an empty checkpoint location."""
+    if request.param == "folder":
+        return str(tmp_path / "drive" / "run"), None, FolderStore(tmp_path / "drive" / "run")
+    s3 = s3_bucket(monkeypatch)
+    return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+
+
+@pytest.fixture
+def s3_target(monkeypatch):
+    s3 = s3_bucket(monkeypatch)
+    return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+
+
+def commit(store, tmp_path, step, run_id="r1", **kwargs):
+    """Commit a synthetic checkpoint as run ``run_id`` would have; returns its local source folder."""
+    folder = make_checkpoint(tmp_path / f"src-{run_id}", step, **kwargs)
+    publish_staged(
+        store, stage_checkpoint(folder, tmp_path / "staging", "r: 1\n"), step, RunInfo("tiny", "", run_id)
+    )
+    return folder
+
+
+def prepare(output_dir, uri, endpoint_url=None, **kwargs):
+    return prepare_checkpointing(
+        output_dir=str(output_dir),
+        recipe_name="tiny",
+        recipe_yaml="r: 1\n",
+        uri=uri,
+        endpoint_url=endpoint_url,
+        **kwargs,
+    )
+
+
+def test_latest_resumes_the_newest_complete_checkpoint(target, tmp_path, caplog):
+    uri, endpoint, store = target
+    commit(store, tmp_path, 2)
+    source = commit(store, tmp_path, 4)
+    half = make_checkpoint(tmp_path / "half", 6)  # an upload that never reached its manifest
+    store.upload(half / "adapter_model.safetensors", "checkpoint-6/adapter_model.safetensors")
+    no_optimizer = make_checkpoint(tmp_path / "noopt", 8, omit=("optimizer.pt", "scheduler.pt"))
+    manifest = build_manifest(no_optimizer, step=8, recipe_name="tiny", run_id="r1", world_size=1, rank=0)
+    commit_checkpoint(store, no_optimizer, manifest)  # a manifest that proves an unresumable checkpoint
+    caplog.set_level(logging.INFO)
+
+    plan = prepare(tmp_path / "out", uri, endpoint)
+
+    resumed = tmp_path / "out" / "checkpoint-4"
+    assert plan.resume_from == str(resumed) and plan.run_id == "r1"
+    for f in source.iterdir():
+        assert (resumed / f.name).read_bytes() == f.read_bytes()
+    assert (resumed / MANIFEST_NAME).is_file() and (resumed / "recipe.yaml").is_file()
+    assert "checkpoint-8: optimizer.pt is missing (resuming would restart Adam's moments)" in caplog.text
+    assert "checkpoint-6: no manifest (upload never finished)" in caplog.text
+    assert [c.name for c in scan_remote(store)] == [
+        "checkpoint-4",
+        "checkpoint-2",
+    ]  # 6 and 8 are written again
+    assert [type(c) for c in plan.callbacks] == [CheckpointSyncCallback]
+    assert read_marker(tmp_path / "out") == "r1"
+    assert not list((tmp_path / "out").glob(".checkpoint-*"))  # no temporary download folders left
+
+
+def test_corrupt_checkpoint_is_skipped_for_the_previous_one(s3_target, tmp_path, caplog):
+    uri, endpoint, store = s3_target
+    commit(store, tmp_path, 2)
+    commit(store, tmp_path, 4)
+    key = f"{store.prefix}/checkpoint-4/optimizer.pt"
+    data = bytearray(store.client.get_object(Bucket=store.bucket, Key=key)["Body"].read())
+    data[0] ^= 0xFF
+    store.client.put_object(Bucket=store.bucket, Key=key, Body=bytes(data))
+
+    plan = prepare(tmp_path / "out", uri, endpoint)
+
+    assert plan.resume_from == str(tmp_path / "out" / "checkpoint-2")
+    assert "checkpoint-4 is corrupt: optimizer.pt does not match its SHA-256" in caplog.text
+    assert not (tmp_path / "out" / "checkpoint-4").exists()
+
+
+def test_local_checkpoint_without_optimizer_is_never_resumed(tmp_path, caplog):
+    out = tmp_path / "out"
+    make_checkpoint(out, 2)
+    make_checkpoint(out, 4, omit=("optimizer.pt",))
+    plan = prepare(out, None)
+    assert plan.resume_from == str(out / "checkpoint-2") and plan.callbacks == []
+    assert "checkpoint-4: optimizer.pt is missing" in caplog.text
+    assert not (out / "checkpoint-4").exists()  # the trainer would otherwise write step 4 into it
+    with pytest.raises(CheckpointError, match=r"Cannot resume from .*checkpoint-3: scheduler.pt is missing"):
+        prepare(
+            tmp_path / "other", None, resume=str(make_checkpoint(tmp_path / "x", 3, omit=("scheduler.pt",)))
+        )
+
+
+def test_nothing_to_resume_starts_a_new_run(target, tmp_path):
+    uri, endpoint, _ = target
+    plan = prepare(tmp_path / "out", uri, endpoint)
+    assert plan.resume_from is None and plan.run_id.startswith("tiny-")
+    assert read_marker(tmp_path / "out") == plan.run_id
+
+
+def test_local_checkpoint_newer_than_remote_is_uploaded_first(target, tmp_path):
+    uri, endpoint, store = target
+    commit(store, tmp_path, 2)
+    out = tmp_path / "out"
+    write_marker(out, "r1", uri)
+    make_checkpoint(out, 2)
+    make_checkpoint(out, 4)
+    plan = prepare(out, uri, endpoint)
+    assert plan.resume_from == str(out / "checkpoint-4") and plan.run_id == "r1"
+    [newest, _] = scan_remote(store)
+    assert newest.name == "checkpoint-4" and newest.complete and newest.run_id == "r1"
+
+
+def test_second_run_on_the_same_prefix_is_refused(target, tmp_path):
+    uri, endpoint, store = target
+    commit(store, tmp_path, 2)
+    with pytest.raises(
+        CheckpointError,
+        match=r"resume: never, but .*run already has checkpoints of run r1 \(checkpoint-2\)\. To continue that "
+        r"run, use checkpoint.resume=latest .* set checkpoint.overwrite=true",
+    ):
+        prepare(tmp_path / "a", uri, endpoint, resume="never")
+    with pytest.raises(CheckpointError, match=r"run id 'r2', but .* checkpoints of run r1 "):
+        prepare(tmp_path / "b", uri, endpoint, run_id="r2")
+    assert [c.name for c in scan_remote(store)] == ["checkpoint-2"]
+    plan = prepare(tmp_path / "c", uri, endpoint, resume="never", overwrite=True)
+    assert plan.resume_from is None and plan.run_id != "r1"
+    assert scan_remote(store) == []
+
+
+def test_output_dir_of_another_run_is_refused(s3_target, tmp_path):
+    uri, endpoint, store = s3_target
+    commit(store, tmp_path, 2)
+    out = tmp_path / "out"
+    write_marker(out, "r0", None)
+    make_checkpoint(out, 6)
+    with pytest.raises(
+        CheckpointError,
+        match=r"output_dir belongs to run 'r0'\), but output_dir \S+ already has checkpoints of run r0 "
+        r"\(checkpoint-6\)",
+    ):
+        prepare(out, uri, endpoint)
+
+
+def test_explicit_uri_resumes_that_checkpoint_and_rewinding_needs_overwrite(s3_target, tmp_path):
+    uri, endpoint, store = s3_target
+    commit(store, tmp_path, 2)
+    commit(store, tmp_path, 4)
+    fork = uri.replace("/run", "/fork")
+    plan = prepare(tmp_path / "fork", fork, endpoint, resume=f"{uri}/checkpoint-2")
+    assert plan.resume_from == str(tmp_path / "fork" / "checkpoint-2") and plan.run_id == "r1"
+    with pytest.raises(
+        CheckpointError,
+        match=r"resuming at step 2, but s3://\S+/run already has checkpoints of run r1 \(checkpoint-4\)",
+    ):
+        prepare(tmp_path / "rewind", uri, endpoint, resume=f"{uri}/checkpoint-2")
+    prepare(tmp_path / "rewind", uri, endpoint, resume=f"{uri}/checkpoint-2", overwrite=True)
+    assert [c.name for c in scan_remote(store)] == ["checkpoint-2"]
+    with pytest.raises(
+        CheckpointError, match=r"Cannot resume from .*checkpoint-9: no complete checkpoint there"
+    ):
+        prepare(tmp_path / "x", None, endpoint, resume=f"{uri}/checkpoint-9")

@@ -1,0 +1,83 @@
+"""The callbacks registry and the reward table printed during training."""
+
+from __future__ import annotations
+
+import pytest
+from _callbacks_helpers import trainer_objects
+
+from callbacks import CALLBACKS, CallbackSpecError, build_callbacks
+from callbacks.reward_table import RewardTableCallback
+
+
+def test_build_callbacks_from_recipe_specs():
+    [table] = build_callbacks([{"name": "reward_table", "every_steps": 3}])
+    assert isinstance(table, RewardTableCallback) and table.every_steps == 3
+    assert build_callbacks([]) == []
+    assert CALLBACKS["reward_table"] is RewardTableCallback
+
+
+@pytest.mark.parametrize(
+    ("specs", "message"),
+    [
+        ([{"name": "reward_tabel"}],
+         r"callbacks\[0\]: unknown callback 'reward_tabel'\. Did you mean 'reward_table'\? Available: reward_table"),
+        ([{"name": "reward_table"}, {"name": "reward_table", "every_step": 5}],
+         r"callbacks\[1\] \(reward_table\): unknown parameter 'every_step'\. Did you mean 'every_steps'\?"),
+        ([{"name": "reward_table", "every_steps": 0}],
+         r"callbacks\[0\] \(reward_table\): every_steps must be a positive integer, got 0"),
+        ([{"every_steps": 5}], r"callbacks\[0\] must be a mapping with a 'name' key"),
+        ({"name": "reward_table"}, "callbacks must be a list"),
+    ],
+)  # fmt: skip
+def test_bad_specs_say_what_is_wrong(specs, message):
+    with pytest.raises(CallbackSpecError, match=message):
+        build_callbacks(specs)
+
+
+def _logs(step):
+    return {
+        "loss": 0.1,
+        "reward": 1.0 + step,
+        "rewards/correctness/mean": 0.5 * step,
+        "rewards/format/mean": 0.25,
+        "kl": 0.001 * step,
+        "completions/mean_length": 100.0 + step,
+        "completions/clipped_ratio": 0.5,
+    }
+
+
+def _log(callback, step, logs, main=True):
+    args, state, control = trainer_objects("/unused", step, main=main)
+    state.max_steps = 8
+    callback.on_log(args, state, control, logs=logs)
+
+
+def test_table_every_n_steps_with_means_and_latest(capsys):
+    table = RewardTableCallback(every_steps=4)
+    for step in (1, 2, 3):
+        _log(table, step, _logs(step))
+    _log(table, 3, {"train_runtime": 12.0})  # an end-of-training summary is no row
+    assert capsys.readouterr().out == ""
+    _log(table, 4, _logs(4))
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert lines[0] == "GRPO step 4/8: mean of 4 logged steps, and the latest"
+    rows = {line[:28].strip(): line[28:].split() for line in lines[2:]}
+    assert rows == {
+        "rewards/correctness": ["1.250", "2.000"],
+        "rewards/format": ["0.250", "0.250"],
+        "reward (weighted sum)": ["3.500", "5.000"],
+        "KL to reference": ["0.0025", "0.004"],
+        "completion length (tokens)": ["102.5", "104.0"],
+        "clipped at max length": ["50.0%", "50.0%"],
+    }
+    _log(table, 5, _logs(5))
+    assert capsys.readouterr().out == ""
+    table.on_train_end(*trainer_objects("/unused", 5))
+    assert "GRPO step 5/100: mean of 1 logged steps" in capsys.readouterr().out
+
+
+def test_only_the_main_process_prints(capsys):
+    table = RewardTableCallback(every_steps=1)
+    _log(table, 1, _logs(1), main=False)
+    table.on_train_end(*trainer_objects("/unused", 1, main=False))
+    assert capsys.readouterr().out == ""

@@ -1,0 +1,137 @@
+"""Stores (S3 through a real S3 API served by moto, and a folder): round trips, conditional writes, retries."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from _callbacks_helpers import Faults, make_checkpoint, s3_bucket, trainer_objects
+
+from callbacks.checkpoint_sync import CheckpointSyncCallback
+from callbacks.errors import CheckpointError
+from callbacks.manifest import MANIFEST_NAME, parse_manifest
+from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.remote import scan_remote
+from callbacks.s3_store import S3Store
+from callbacks.stores import FolderStore, open_store
+
+
+@pytest.fixture(params=["s3", "folder"])
+def store(request, monkeypatch, tmp_path):
+    if request.param == "folder":
+        return FolderStore(tmp_path / "mounted" / "runs" / "a")
+    s3 = s3_bucket(monkeypatch)
+    return S3Store(s3.bucket, "runs/a", endpoint_url=s3.endpoint)
+
+
+def test_round_trip_is_byte_identical(store, tmp_path):
+    from boto3.s3.transfer import TransferConfig
+
+    if isinstance(store, S3Store):  # small parts, so the 11 MB file goes up as a multipart upload
+        store.transfer = TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20)
+    data = {"small.bin": os.urandom(1000), "sub/big.bin": os.urandom(11 << 20), "empty.bin": b""}
+    for rel, blob in data.items():
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / rel).write_bytes(blob)
+        store.upload(tmp_path / "src" / rel, f"checkpoint-1/{rel}")
+    assert store.list() == {f"checkpoint-1/{rel}": len(blob) for rel, blob in data.items()}
+    assert store.list("checkpoint-1") == store.list()
+    assert store.list("checkpoint-2") == {}
+    for rel, blob in data.items():
+        out = tmp_path / "out" / rel.replace("/", "_")
+        out.parent.mkdir(exist_ok=True)
+        store.download(f"checkpoint-1/{rel}", out)
+        assert out.read_bytes() == blob
+    store.delete(["checkpoint-1/small.bin", "checkpoint-1/missing.bin"])
+    assert "checkpoint-1/small.bin" not in store.list()
+
+
+def test_conditional_write_creates_once(store):
+    assert store.read_bytes("checkpoint-1/manifest.json") is None
+    assert store.write_bytes("checkpoint-1/manifest.json", b"first", if_absent=True) is True
+    assert store.write_bytes("checkpoint-1/manifest.json", b"second", if_absent=True) is False
+    assert store.read_bytes("checkpoint-1/manifest.json") == b"first"
+    assert store.write_bytes("checkpoint-1/manifest.json", b"third") is True
+    assert store.read_bytes("checkpoint-1/manifest.json") == b"third"
+
+
+def test_stores_without_conditional_writes_check_first(monkeypatch, caplog):
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+    Faults(store.client, "PutObject", ["501"])  # the first conditional write is answered NotImplemented
+    assert store.write_bytes("checkpoint-1/manifest.json", b"first", if_absent=True) is True
+    assert "does not support conditional writes (If-None-Match); checking first" in caplog.text
+    assert store.write_bytes("checkpoint-1/manifest.json", b"second", if_absent=True) is False
+    assert store.read_bytes("checkpoint-1/manifest.json") == b"first"
+
+
+def test_open_store_parses_uris(tmp_path, monkeypatch):
+    s3_bucket(monkeypatch)
+    s3 = open_store("s3://bucket/runs/llama/", "http://127.0.0.1:9")
+    assert (s3.bucket, s3.prefix, s3.uri) == ("bucket", "runs/llama", "s3://bucket/runs/llama")
+    assert open_store(f"file://{tmp_path}/x").root == tmp_path / "x"
+    assert open_store(str(tmp_path / "y")).root == tmp_path / "y"
+    with pytest.raises(
+        CheckpointError, match=r"Unsupported checkpoint URI 'gs://b/p': use s3://bucket/prefix"
+    ):
+        open_store("gs://b/p")
+    with pytest.raises(CheckpointError, match="names no bucket"):
+        open_store("s3:///prefix")
+    with pytest.raises(CheckpointError, match="endpoint_url is set .* not an s3:// URI"):
+        open_store(str(tmp_path), "http://127.0.0.1:9000")
+
+
+def _run() -> RunInfo:
+    return RunInfo(recipe_name="tiny", recipe_yaml="model: {}\n", run_id="run-a")
+
+
+def test_transient_failures_are_retried_and_committed(monkeypatch, tmp_path):
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=4)
+    puts = Faults(store.client, "PutObject", ["503", "reset", "503"])
+    staged = stage_checkpoint(make_checkpoint(tmp_path / "out", 3), tmp_path / "staging", "recipe: x\n")
+    manifest = publish_staged(store, staged, 3, _run())
+    assert puts.injected == 3 and puts.calls == len(manifest["files"]) + 1 + 3  # files + manifest + retries
+    [ckpt] = scan_remote(store)
+    assert ckpt.complete and ckpt.run_id == "run-a" and ckpt.manifest["files"] == manifest["files"]
+    assert "recipe.yaml" in manifest["files"]
+
+
+def test_persistent_outage_is_reported_and_does_not_hang(monkeypatch, tmp_path):
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=2)
+    puts = Faults(store.client, "PutObject", ["503"], always=True)
+    callback = CheckpointSyncCallback(store, _run(), tmp_path / "staging")
+    make_checkpoint(tmp_path / "out", 5)
+    start = time.monotonic()
+    callback.on_save(*trainer_objects(tmp_path / "out", 5))
+    with pytest.raises(
+        CheckpointError, match=r"FAILED for checkpoint-5: .*SlowDown.*newest checkpoint safely stored"
+    ):
+        callback.on_train_end(*trainer_objects(tmp_path / "out", 5))
+    assert time.monotonic() - start < 30
+    assert puts.calls == 3  # the first file's three attempts, then the commit stops
+    assert not any(k.endswith(MANIFEST_NAME) for k in store.list())
+    assert not (tmp_path / "staging").exists() or not any((tmp_path / "staging").iterdir())
+
+
+def test_manifest_is_last_and_records_run(monkeypatch, tmp_path):
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+    order = []
+    store.client.meta.events.register(
+        "before-send.s3.PutObject", lambda request, **kw: order.append(request.url)
+    )
+    staged = stage_checkpoint(
+        make_checkpoint(tmp_path / "out", 7, world_size=2), tmp_path / "staging", "r: 1\n"
+    )
+    publish_staged(store, staged, 7, _run(), world_size=2)
+    assert order[-1].endswith(f"checkpoint-7/{MANIFEST_NAME}") and len(order) == 9
+    manifest, reason = parse_manifest(store.read_bytes(f"checkpoint-7/{MANIFEST_NAME}"), "m")
+    assert reason is None
+    assert manifest["step"] == 7 and manifest["recipe_name"] == "tiny" and manifest["run_id"] == "run-a"
+    assert manifest["world_size"] == 2 and manifest["uploader"]["rank"] == 0
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(manifest["files"])
+    assert {"torch", "transformers", "trl", "peft"} <= set(manifest["versions"])
+    assert all(len(e["sha256"]) == 64 for e in manifest["files"].values())
