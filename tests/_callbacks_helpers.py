@@ -7,6 +7,7 @@ import atexit
 import json
 import logging
 import os
+import time
 import uuid
 from pathlib import Path
 from types import SimpleNamespace
@@ -34,6 +35,9 @@ class RecordingMotoServer(ThreadedMotoServer):
     def __init__(self):
         super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
         self.requests: list[tuple[str, str, str]] = []
+        self.slow_puts: dict[
+            str, float
+        ] = {}  # path fragment -> seconds each matching PUT waits before storing
 
     def _server_entry(self) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -42,9 +46,12 @@ class RecordingMotoServer(ThreadedMotoServer):
         app = DomainDispatcherApplication(create_backend_app)
 
         def recording_app(environ, start_response):
-            self.requests.append(
-                (environ["REQUEST_METHOD"], environ.get("PATH_INFO", ""), environ.get("HTTP_USER_AGENT", ""))
+            method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
+            self.requests.append((method, path, environ.get("HTTP_USER_AGENT", "")))
+            delay = next(
+                (s for fragment, s in self.slow_puts.items() if method == "PUT" and fragment in path), 0
             )
+            time.sleep(delay)  # a slow link, so a test can kill the uploader mid-checkpoint
             return app(environ, start_response)
 
         self._server = make_server(self._ip_address, self._port, recording_app, True)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -33,10 +35,15 @@ TWO_CPU_PROCESSES = [sys.executable, "-m", "accelerate.commands.launch", "--mult
                      "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
 
 
-def run(*overrides: str, two_processes: bool = False) -> subprocess.CompletedProcess:
-    """Train gsm8k_tiny in a new process, as a new Colab session would."""
+def training_env() -> dict[str, str]:
     env = {**os.environ, **S3_ENV, "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    return env
+
+
+def run(*overrides: str, two_processes: bool = False) -> subprocess.CompletedProcess:
+    """Train gsm8k_tiny in a new process, as a new Colab session would."""
+    env = training_env()
     launcher = TWO_CPU_PROCESSES if two_processes else [sys.executable]
     command = [*launcher, "recipes/run.py", "gsm8k_tiny", *COMMON, *overrides]
     result = subprocess.run(
@@ -146,3 +153,46 @@ def test_two_processes_only_the_main_one_writes(s3_env, tmp_path):
         f"checkpoint-2/{MANIFEST_NAME}"), "manifest")  # fmt: skip
     assert manifest["world_size"] == 2 and manifest["uploader"]["rank"] == 0
     assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(manifest["files"])
+
+
+def test_killed_mid_upload_resumes_from_the_previous_complete_checkpoint(s3_env, tmp_path):
+    server, _ = s3_env
+    store = S3Store("e2e-checkpoints", "killed", endpoint_url=server.endpoint)
+    out = tmp_path / "out"
+    target = [
+        f"trainer.output_dir={out}",
+        f"checkpoint.uri={store.uri}",
+        f"checkpoint.endpoint_url={server.endpoint}",
+    ]
+    fragment = "/e2e-checkpoints/killed/checkpoint-4/"
+    server.slow_puts[fragment] = 1.5
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "recipes/run.py", "gsm8k_tiny", *COMMON, *target],
+            cwd=REPO,
+            env=training_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 300
+        while not any(method == "PUT" and fragment in path for method, path, _ in list(server.requests)):
+            assert process.poll() is None and time.monotonic() < deadline, "checkpoint-4 upload never started"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)  # the machine dies while checkpoint-4 is going up
+        process.wait()
+        time.sleep(2)  # let the server store what it had already received
+    finally:
+        server.slow_puts.clear()
+    uploaded = store.list("checkpoint-4")
+    assert uploaded and not any(
+        key.endswith(MANIFEST_NAME) for key in uploaded
+    )  # half there, never committed
+    shutil.rmtree(out)  # and its disk is gone
+    result = run(*target)
+    assert f"Skipping {store.uri}/checkpoint-4: no manifest (upload never finished)" in result.stderr
+    assert f"resuming from {out / 'checkpoint-2'}" in result.stderr
+    assert (result.stdout + result.stderr).count(
+        "'step_time'"
+    ) == 2  # steps 3 and 4, nothing from the broken one
+    manifest, _ = parse_manifest(store.read_bytes(f"checkpoint-4/{MANIFEST_NAME}"), "manifest")
+    assert manifest["step"] == 4
