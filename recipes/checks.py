@@ -84,7 +84,9 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
                 "trainer.bf16=false (or use the gsm8k_tiny recipe)."
             )
         if t.get("use_vllm"):
-            errors.append("trainer.use_vllm=true needs a CUDA GPU; set trainer.use_vllm=false on this machine.")
+            errors.append(
+                "trainer.use_vllm=true needs a CUDA GPU; set trainer.use_vllm=false on this machine."
+            )
     if t.get("use_vllm") and importlib.util.find_spec("vllm") is None:
         errors.append("trainer.use_vllm=true but vLLM is not installed: pip install 'grpo-recipes[vllm]'.")
     context = getattr(model_config, "max_position_embeddings", None)

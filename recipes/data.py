@@ -36,7 +36,9 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
             )
     kinds = {SUFFIXES.get(f.suffix) for f in files}
     if None in kinds or len(kinds) > 1:
-        raise DataError(f"{source}: expected .jsonl or .parquet files (one kind), got {[f.name for f in files]}.")
+        raise DataError(
+            f"{source}: expected .jsonl or .parquet files (one kind), got {[f.name for f in files]}."
+        )
     return kinds.pop(), [str(f) for f in files]
 
 
@@ -78,7 +80,10 @@ def to_rows(raw: Dataset, *, split: str, system_prompt: str, source: str) -> Dat
             raise DataError(f"{source} ({split} row {index + 1}): answer has no '#### <number>' final line.")
         return {
             "id": f"gsm8k-{split}-{index:05d}",
-            "prompt": [{"role": "system", "content": system_prompt}, {"role": "user", "content": row["question"]}],
+            "prompt": [
+                {"role": "system", "content": system_prompt},
+                {"role": "user", "content": row["question"]},
+            ],
             "solution": row["answer"],
             "gold": gold,
         }
@@ -105,12 +110,21 @@ def load_gsm8k(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
     if budget:
         if tokenizer is None:
             raise ValueError("load_gsm8k needs a tokenizer to apply data.max_prompt_tokens")
-        lengths = [len(ids) for ids in tokenizer.apply_chat_template(list(rows["prompt"]), add_generation_prompt=True,
-                                                                       tokenize=True, return_dict=False)]
+        lengths = [
+            len(ids)
+            for ids in tokenizer.apply_chat_template(
+                list(rows["prompt"]), add_generation_prompt=True, tokenize=True, return_dict=False
+            )
+        ]
         keep = [i for i, n in enumerate(lengths) if n <= budget]
         if len(keep) < len(rows):
-            logger.warning("Dropped %d of %d prompts longer than data.max_prompt_tokens=%d (longest: %d tokens).",
-                           len(rows) - len(keep), len(rows), budget, max(lengths))
+            logger.warning(
+                "Dropped %d of %d prompts longer than data.max_prompt_tokens=%d (longest: %d tokens).",
+                len(rows) - len(keep),
+                len(rows),
+                budget,
+                max(lengths),
+            )
         rows = rows.select(keep)
     if data.get("limit"):
         rows = rows.select(range(min(data["limit"], len(rows))))

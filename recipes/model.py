@@ -64,15 +64,17 @@ def load_model(model: dict, *, device_index: int | None = None):
         model: The recipe's ``model:`` section.
         device_index: GPU of this process; quantized weights must be placed at load time.
     """
-    kwargs = dict(
-        dtype=model["dtype"] if model["dtype"] == "auto" else getattr(torch, model["dtype"]),
-        attn_implementation=model["attn_implementation"],
-        revision=model.get("revision"),
-        trust_remote_code=model["trust_remote_code"],
-        quantization_config=quantization_config(model),
-    )
+    kwargs = {
+        "dtype": model["dtype"] if model["dtype"] == "auto" else getattr(torch, model["dtype"]),
+        "attn_implementation": model["attn_implementation"],
+        "revision": model.get("revision"),
+        "trust_remote_code": model["trust_remote_code"],
+        "quantization_config": quantization_config(model),
+    }
     if kwargs["quantization_config"] is not None:
-        kwargs["device_map"] = {"": device_index if torch.cuda.is_available() and device_index is not None else "cpu"}
+        kwargs["device_map"] = {
+            "": device_index if torch.cuda.is_available() and device_index is not None else "cpu"
+        }
     return AutoModelForCausalLM.from_pretrained(model_path(model), **kwargs)
 
 

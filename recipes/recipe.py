@@ -202,7 +202,9 @@ def _check_lists(config: dict, origins: dict, errors: list[str]) -> None:
     ):
         specs = config.get(name)
         if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            errors.append(f"{name} in {origins.get(name, 'the recipe')} must be a list of mappings, got {specs!r}.")
+            errors.append(
+                f"{name} in {origins.get(name, 'the recipe')} must be a list of mappings, got {specs!r}."
+            )
             continue
         try:
             build(specs)

@@ -20,9 +20,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from callbacks.errors import CheckpointError  # noqa: E402
-from recipes.data import DataError  # noqa: E402
-from recipes.recipe import RecipeError, available, load_recipe  # noqa: E402
+from callbacks.errors import CheckpointError
+from recipes.data import DataError
+from recipes.recipe import RecipeError, available, load_recipe
 
 logger = logging.getLogger("recipes.run")
 
@@ -97,7 +97,10 @@ def train(recipe) -> Path:
         logger.info("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
         write_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
     plan = prepare_checkpointing(
-        output_dir=str(output_dir), recipe_name=recipe.name, recipe_yaml=recipe.to_yaml(), **recipe.config["checkpoint"]
+        output_dir=str(output_dir),
+        recipe_name=recipe.name,
+        recipe_yaml=recipe.to_yaml(),
+        **recipe.config["checkpoint"],
     )
     trainer = build_trainer(recipe, callbacks=[*plan.callbacks, *build_callbacks(recipe.config["callbacks"])])
     if plan.resume_from:
@@ -119,7 +122,9 @@ def print_list() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("recipe", nargs="?", help="recipe name (see --list) or path to a recipe YAML file")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. trainer.max_steps=10")
     parser.add_argument("--list", action="store_true", help="list the recipes and exit")

@@ -25,8 +25,12 @@ SECTIONS: dict[str, dict[str, Key]] = {
     "model": {
         "name_or_path": Key((str,), REQUIRED, "Hub id, local folder, or builtin:tiny-llama"),
         "revision": Key((str, None), None, "Hub revision (branch, tag or commit) to pin"),
-        "dtype": Key((str,), "bfloat16", "dtype the base weights load in", ("bfloat16", "float16", "float32", "auto")),
-        "quantization": Key((str,), "none", "bitsandbytes quantization of the base", ("none", "4bit", "8bit")),
+        "dtype": Key(
+            (str,), "bfloat16", "dtype the base weights load in", ("bfloat16", "float16", "float32", "auto")
+        ),
+        "quantization": Key(
+            (str,), "none", "bitsandbytes quantization of the base", ("none", "4bit", "8bit")
+        ),
         "attn_implementation": Key((str, None), "sdpa", "eager | sdpa | flash_attention_2 | ..."),
         "trust_remote_code": Key((bool,), False, "run modelling code shipped with the checkpoint"),
     },
@@ -61,8 +65,15 @@ TOP_LEVEL = ("base", "model", "lora", "data", "rewards", "callbacks", "checkpoin
 
 def type_name(types: tuple) -> str:
     """Human name of a tuple of accepted types, e.g. ``int or null``."""
-    names = {int: "an integer", float: "a number", str: "a string", bool: "true/false", list: "a list",
-             dict: "a mapping", None: "null"}
+    names = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        bool: "true/false",
+        list: "a list",
+        dict: "a mapping",
+        None: "null",
+    }
     return " or ".join(dict.fromkeys(names.get(t, getattr(t, "__name__", str(t))) for t in types))
 
 

@@ -31,18 +31,17 @@ BUILD_VERSION = 1  # bump when build_tiny_model changes what it writes
 # initializer_range 0.1 (not Llama's 0.02) makes the random model's next-token distribution peaked enough that a
 # LoRA adapter can move it within a few dozen GRPO steps, which the learning tests rely on.
 # Small enough that a GRPO step takes well under a second on one CPU core, large enough to be a real transformer.
-TINY_CONFIG = dict(
-    hidden_size=64,
-    intermediate_size=128,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=1024,
-    rope_theta=10000.0,
-    tie_word_embeddings=False,
-    initializer_range=0.1,
-
-)
+TINY_CONFIG = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+    "rope_theta": 10000.0,
+    "tie_word_embeddings": False,
+    "initializer_range": 0.1,
+}
 
 
 def cache_dir() -> Path:
@@ -76,11 +75,17 @@ def build_tiny_model(folder: str | Path, *, vocab_size: int = 512, seed: int = 0
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     bpe.train_from_iterator(_corpus(), trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token="<|begin|>", eos_token="<|end|>", pad_token="<|pad|>", padding_side="left"
+        tokenizer_object=bpe,
+        bos_token="<|begin|>",
+        eos_token="<|end|>",
+        pad_token="<|pad|>",
+        padding_side="left",
     )
     tokenizer.chat_template = CHAT_TEMPLATE
 
@@ -115,7 +120,9 @@ def resolve_builtin(name_or_path: str) -> str:
     if name != "tiny-llama":
         raise ValueError(f"Unknown built-in model {name_or_path!r}. Available: builtin:tiny-llama")
     # The folder name carries a digest of everything that shapes the model, so a changed recipe never reuses a stale one.
-    digest = hashlib.sha256(repr((TINY_CONFIG, SPECIAL_TOKENS, CHAT_TEMPLATE, BUILD_VERSION)).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(
+        repr((TINY_CONFIG, SPECIAL_TOKENS, CHAT_TEMPLATE, BUILD_VERSION)).encode()
+    ).hexdigest()[:10]
     folder = cache_dir() / f"tiny-llama-{digest}"
     if not folder.exists():
         try:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -22,7 +24,9 @@ def gsm8k_dir() -> Path:
     folder = Path(os.environ.get("GSM8K_DATA_DIR", REPO.parent / "shared" / "data" / "gsm8k"))
     if not (folder / "test.jsonl").is_file():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"GSM8K data missing at {folder}: CI must provide ../shared/data/gsm8k or GSM8K_DATA_DIR")
+            pytest.fail(
+                f"GSM8K data missing at {folder}: CI must provide ../shared/data/gsm8k or GSM8K_DATA_DIR"
+            )
         pytest.skip(f"GSM8K data not found at {folder}; set GSM8K_DATA_DIR to the folder holding test.jsonl")
     return folder
 
@@ -33,3 +37,17 @@ def tiny_model_dir() -> Path:
     from recipes.tiny_model import resolve_builtin
 
     return Path(resolve_builtin("builtin:tiny-llama"))
+
+
+def accelerate_launcher(processes: int) -> list[str]:
+    """``accelerate launch`` for N CPU processes, on a free rendezvous port so parallel runs never collide.
+
+    accelerate's ``--cpu`` launcher starts one process unless MPI is set up; ``--multi_gpu`` starts N with
+    torchrun, and on a machine without a GPU ``recipes/run.py`` joins them as CPU processes over gloo.
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    mode = ["--cpu"] if processes == 1 else ["--multi_gpu", "--main_process_port", str(port)]
+    return [sys.executable, "-m", "accelerate.commands.launch", *mode, "--num_processes", str(processes),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 from _callbacks_helpers import S3_ENV, moto_server
-from conftest import REPO
+from conftest import REPO, accelerate_launcher
 from safetensors.torch import load_file
 
 from callbacks.manifest import MANIFEST_NAME, parse_manifest
@@ -29,10 +29,6 @@ COMMON = [
     "trainer.lr_scheduler_type=linear",  # a learning rate that changes every step, to compare
     "rewards=[{path: '_callbacks_helpers:distinct_share'}]",  # varied rewards, so the adapter moves
 ]
-# `--cpu --num_processes 2` starts ONE process in accelerate 1.15 (its simple launcher); `--multi_gpu` with no
-# visible GPU starts two torch.distributed processes on the CPU (gloo), which is what this test needs.
-TWO_CPU_PROCESSES = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                     "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
 
 
 def training_env() -> dict[str, str]:
@@ -44,7 +40,7 @@ def training_env() -> dict[str, str]:
 def run(*overrides: str, two_processes: bool = False) -> subprocess.CompletedProcess:
     """Train gsm8k_tiny in a new process, as a new Colab session would."""
     env = training_env()
-    launcher = TWO_CPU_PROCESSES if two_processes else [sys.executable]
+    launcher = accelerate_launcher(2) if two_processes else [sys.executable]
     command = [*launcher, "recipes/run.py", "gsm8k_tiny", *COMMON, *overrides]
     result = subprocess.run(
         command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600

@@ -224,7 +224,7 @@ def test_a_corrupt_line_inside_the_file_is_an_error_naming_it(tmp_path):
             "greedy decoding: all 3 samples would be the same",
         ),
         (["gsm8k_tiny", "--top-p", "0"], "0 < top_p <= 1"),
-        (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'samples'}"], "No test split in"),
+        (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'accelerate'}"], "No test split in"),
         (["gsm8k_tiny", "--questions", "500"], "--questions 500 but the split has 100 questions"),
     ],
 )

@@ -4,7 +4,6 @@ import importlib
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 

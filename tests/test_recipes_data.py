@@ -9,8 +9,14 @@ from datasets import Dataset
 
 from recipes.data import DataError, gold_number, load_gsm8k
 
-SECTION = {"source": "samples/gsm8k_train_sample.jsonl", "config": None, "split": "train",
-           "system_prompt": "Be brief.", "limit": None, "max_prompt_tokens": None}
+SECTION = {
+    "source": "samples/gsm8k_train_sample.jsonl",
+    "config": None,
+    "split": "train",
+    "system_prompt": "Be brief.",
+    "limit": None,
+    "max_prompt_tokens": None,
+}
 
 
 def test_bundled_sample_becomes_chat_prompts_with_gold_and_ids():
@@ -18,12 +24,23 @@ def test_bundled_sample_becomes_chat_prompts_with_gold_and_ids():
     assert len(rows) == 200
     first = rows[0]
     assert first["id"] == "gsm8k-train-00000" and rows[199]["id"] == "gsm8k-train-00199"
-    assert first["prompt"] == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": first["question"]}]
+    assert first["prompt"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": first["question"]},
+    ]
     assert first["gold"] == "72" and first["solution"].endswith("#### 72")
 
 
-@pytest.mark.parametrize(("solution", "gold"), [("so 5\n#### 1,080", "1080"), ("#### -3", "-3"), ("x #### 2\n#### 7", "7"),
-                                                ("no marker", None), ("####  ", None)])
+@pytest.mark.parametrize(
+    ("solution", "gold"),
+    [
+        ("so 5\n#### 1,080", "1080"),
+        ("#### -3", "-3"),
+        ("x #### 2\n#### 7", "7"),
+        ("no marker", None),
+        ("####  ", None),
+    ],
+)
 def test_gold_number(solution, gold):
     assert gold_number(solution) == gold
 
@@ -48,7 +65,11 @@ def test_real_gsm8k_test_split(gsm8k_dir):
 
 def test_malformed_rows_and_missing_files_are_named(tmp_path):
     bad = tmp_path / "train.jsonl"
-    bad.write_text(json.dumps({"question": "q", "answer": "#### 1"}) + "\n" + json.dumps({"question": "q", "answer": "2"}))
+    bad.write_text(
+        json.dumps({"question": "q", "answer": "#### 1"})
+        + "\n"
+        + json.dumps({"question": "q", "answer": "2"})
+    )
     with pytest.raises(DataError, match=r"train row 2\): answer has no '#### <number>' final line"):
         load_gsm8k({**SECTION, "source": str(bad)})
     with pytest.raises(DataError, match="No validation split in"):
@@ -56,7 +77,9 @@ def test_malformed_rows_and_missing_files_are_named(tmp_path):
     with pytest.raises(DataError, match="no such file or folder"):
         load_gsm8k({**SECTION, "source": str(tmp_path / "nope.jsonl")})
     (tmp_path / "other.jsonl").write_text(json.dumps({"q": "x"}))
-    with pytest.raises(DataError, match=r"rows need question and answer fields; missing \['answer', 'question'\]"):
+    with pytest.raises(
+        DataError, match=r"rows need question and answer fields; missing \['answer', 'question'\]"
+    ):
         load_gsm8k({**SECTION, "source": str(tmp_path / "other.jsonl")})
 
 
@@ -65,11 +88,17 @@ def test_prompt_budget_filter_then_limit(tiny_model_dir):
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     everything = load_gsm8k(SECTION)
-    lengths = [len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) for p in everything["prompt"]]
+    lengths = [
+        len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False))
+        for p in everything["prompt"]
+    ]
     budget = sorted(lengths)[100]
     kept = load_gsm8k({**SECTION, "max_prompt_tokens": budget}, tokenizer=tokenizer)
     assert len(kept) == sum(n <= budget for n in lengths) < 200
-    assert all(len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) <= budget for p in kept["prompt"])
+    assert all(
+        len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) <= budget
+        for p in kept["prompt"]
+    )
     assert len(load_gsm8k({**SECTION, "max_prompt_tokens": budget, "limit": 10}, tokenizer=tokenizer)) == 10
 
 

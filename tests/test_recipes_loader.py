@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from recipes import checks
 from recipes.recipe import RecipeError, available, load_recipe, parse_override
 from recipes.run import grpo_config
@@ -19,7 +19,9 @@ RECIPES = sorted(available())
 
 def test_recipes_are_found_by_listing_the_folder():
     assert len(RECIPES) > 0
-    assert {"gsm8k_llama", "gsm8k_llama_qlora", "gsm8k_qwen", "gsm8k_qwen_small", "gsm8k_tiny"} <= set(RECIPES)
+    assert {"gsm8k_llama", "gsm8k_llama_qlora", "gsm8k_qwen", "gsm8k_qwen_small", "gsm8k_tiny"} <= set(
+        RECIPES
+    )
     assert len(RECIPES) == len([p for p in (REPO / "recipes").glob("*.yaml") if not p.name.startswith("_")])
 
 
@@ -39,7 +41,10 @@ def test_every_recipe_loads_validates_and_builds_grpo_config(name):
 def test_published_settings_are_what_the_recipes_say():
     llama = load_recipe("gsm8k_llama").config
     assert llama["model"]["name_or_path"] == "meta-llama/Llama-3.1-8B-Instruct"
-    assert (llama["trainer"]["per_device_train_batch_size"], llama["trainer"]["gradient_accumulation_steps"]) == (6, 4)
+    assert (
+        llama["trainer"]["per_device_train_batch_size"],
+        llama["trainer"]["gradient_accumulation_steps"],
+    ) == (6, 4)
     assert llama["trainer"]["num_generations"] == 6 and llama["checkpoint"]["every_steps"] == 25
     assert llama["lora"] == {"r": 16, "alpha": 32, "dropout": 0.05, "target_modules": "all-linear"}
     qwen = load_recipe("gsm8k_qwen").config["trainer"]
@@ -69,8 +74,11 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
     recipe = load_recipe(str(tmp_path / "child.yaml"), ["trainer.num_generations=2"])
     assert recipe.config["rewards"] == [{"name": "format", "weight": 0.5}]
     assert recipe.config["trainer"] == {
-        "bf16": False, "num_generations": 2, "per_device_train_batch_size": 4,
-        "gradient_accumulation_steps": 1, "output_dir": "outputs/child",
+        "bf16": False,
+        "num_generations": 2,
+        "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1,
+        "output_dir": "outputs/child",
     }
     assert recipe.config["model"]["attn_implementation"] == "sdpa"  # schema default filled in
 
@@ -78,24 +86,52 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["trainer.learnin_rate=1e-5"], "Unknown key trainer.learnin_rate in command-line override "
-         "'trainer.learnin_rate=1e-5'. Did you mean trainer.learning_rate?"),
+        (
+            ["trainer.learnin_rate=1e-5"],
+            (
+                "Unknown key trainer.learnin_rate in command-line override "
+                "'trainer.learnin_rate=1e-5'. Did you mean trainer.learning_rate?"
+            ),
+        ),
         (["lora.rank=8"], "Unknown key lora.rank"),
-        (["modl.dtype=float32"], "Unknown section modl in command-line override 'modl.dtype=float32'. Did you mean model?"),
-        (["trainer.learning_rate=fast"], "trainer.learning_rate in command-line override "
-         "'trainer.learning_rate=fast' must be a number, got 'fast'."),
+        (
+            ["modl.dtype=float32"],
+            "Unknown section modl in command-line override 'modl.dtype=float32'. Did you mean model?",
+        ),
+        (
+            ["trainer.learning_rate=fast"],
+            (
+                "trainer.learning_rate in command-line override "
+                "'trainer.learning_rate=fast' must be a number, got 'fast'."
+            ),
+        ),
         (["lora.r=1.5"], "lora.r in command-line override 'lora.r=1.5' must be an integer, got 1.5."),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
         (["trainer"], "Malformed override 'trainer': expected section.key=value"),
         (["=3"], "Malformed override '=3'"),
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
         (["rewards=[{name: corectness}]"], "unknown reward 'corectness'. Did you mean 'correctness'?"),
-        (["trainer.per_device_train_batch_size=5"], "the generation batch (5 completions = per_device_train_batch_size "
-         "5 x 1 processes x steps_per_generation 1) is not divisible by trainer.num_generations (4)"),
-        (["trainer.save_steps=3"], "trainer.save_steps in command-line override 'trainer.save_steps=3' is set by the "
-         "runner from the recipe (checkpoint.every_steps); set that instead."),
-        (["trainer.steps_per_generation=2", "checkpoint.every_steps=3"], "checkpoint.every_steps (3) in command-line "
-         "override 'checkpoint.every_steps=3' cuts a GRPO generation cycle in half"),
+        (
+            ["trainer.per_device_train_batch_size=5"],
+            (
+                "the generation batch (5 completions = per_device_train_batch_size "
+                "5 x 1 processes x steps_per_generation 1) is not divisible by trainer.num_generations (4)"
+            ),
+        ),
+        (
+            ["trainer.save_steps=3"],
+            (
+                "trainer.save_steps in command-line override 'trainer.save_steps=3' is set by the "
+                "runner from the recipe (checkpoint.every_steps); set that instead."
+            ),
+        ),
+        (
+            ["trainer.steps_per_generation=2", "checkpoint.every_steps=3"],
+            (
+                "checkpoint.every_steps (3) in command-line "
+                "override 'checkpoint.every_steps=3' cuts a GRPO generation cycle in half"
+            ),
+        ),
     ],
 )
 def test_errors_name_the_source_and_suggest_a_fix(args, message):
@@ -105,7 +141,9 @@ def test_errors_name_the_source_and_suggest_a_fix(args, message):
 
 
 def test_unknown_recipe_lists_the_available_ones():
-    with pytest.raises(RecipeError, match=r"Unknown recipe 'gsm8k_lama'\. Did you mean gsm8k_llama\? Available: "):
+    with pytest.raises(
+        RecipeError, match=r"Unknown recipe 'gsm8k_lama'\. Did you mean gsm8k_llama\? Available: "
+    ):
         load_recipe("gsm8k_lama")
 
 
@@ -114,21 +152,30 @@ def test_errors_in_a_file_name_that_file(tmp_path):
     bad.write_text("# Bad.\nbase: gsm8k_tiny\ntrainer: {learning_rat: 0.1}\n")
     bad.with_name("gsm8k_tiny.yaml").write_text((REPO / "recipes" / "gsm8k_tiny.yaml").read_text())
     bad.with_name("_base.yaml").write_text((REPO / "recipes" / "_base.yaml").read_text())
-    with pytest.raises(RecipeError, match=rf"Unknown key trainer.learning_rat in {bad}\. Did you mean trainer.learning_rate\?"):
+    with pytest.raises(
+        RecipeError,
+        match=rf"Unknown key trainer.learning_rat in {bad}\. Did you mean trainer.learning_rate\?",
+    ):
         load_recipe(str(bad))
 
 
 def test_four_bit_without_bitsandbytes_fails_at_load(monkeypatch):
     real = checks.importlib.util.find_spec
-    monkeypatch.setattr(checks.importlib.util, "find_spec", lambda n: None if n == "bitsandbytes" else real(n))
-    with pytest.raises(RecipeError, match="model.quantization=4bit needs bitsandbytes, which is not installed"):
+    monkeypatch.setattr(
+        checks.importlib.util, "find_spec", lambda n: None if n == "bitsandbytes" else real(n)
+    )
+    with pytest.raises(
+        RecipeError, match="model.quantization=4bit needs bitsandbytes, which is not installed"
+    ):
         load_recipe("gsm8k_llama_qlora")
 
 
 def test_bf16_without_a_gpu_fails_before_the_model_loads():
     recipe = load_recipe("gsm8k_llama")
     config = SimpleNamespace(max_position_embeddings=131072)
-    with pytest.raises(RecipeError, match="asks for bfloat16 weights / bf16=True mixed precision, which needs a GPU"):
+    with pytest.raises(
+        RecipeError, match="asks for bfloat16 weights / bf16=True mixed precision, which needs a GPU"
+    ):
         checks.check_environment(recipe, config, cuda_available=False)
     checks.check_environment(recipe, config, cuda_available=True)  # the same recipe is fine on a GPU
 
@@ -137,13 +184,18 @@ def test_prompt_and_completion_budget_must_fit_the_model(tiny_model_dir):
     from recipes.model import load_config
 
     recipe = load_recipe("gsm8k_tiny", ["trainer.max_completion_length=700"])
-    with pytest.raises(RecipeError, match=r"\(384\) \+ trainer.max_completion_length \(700\) = 1084 tokens, but "
-                                          r"builtin:tiny-llama holds at most 1024"):
+    with pytest.raises(
+        RecipeError,
+        match=r"\(384\) \+ trainer.max_completion_length \(700\) = 1084 tokens, but "
+        r"builtin:tiny-llama holds at most 1024",
+    ):
         checks.check_environment(recipe, load_config(recipe.config["model"]), cuda_available=False)
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "recipes/run.py", *args], cwd=REPO, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "recipes/run.py", *args], check=False, cwd=REPO, capture_output=True, text=True
+    )
 
 
 def test_cli_lists_prints_and_reports_errors_without_traceback():

@@ -5,29 +5,23 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 
 import pytest
 import torch
 import yaml
+from _recipes_learning import learnable_reward_override
+from conftest import REPO, accelerate_launcher
 from safetensors.torch import load_file
 
-from _recipes_learning import learnable_reward_override
-from conftest import REPO
 from recipes.recipe import load_recipe
 from recipes.run import build_trainer
 
 pytestmark = pytest.mark.slow
-ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch", "--num_machines", "1", "--mixed_precision", "no",
-              "--dynamo_backend", "no"]
 
 
 def launch(processes: int, *overrides: str) -> subprocess.CompletedProcess:
-    # accelerate's --cpu launcher starts one process unless MPI is set up; --multi_gpu starts them with torchrun,
-    # and run.py makes them CPU processes over gloo when there is no GPU (README: multi-GPU and multi-node).
-    mode = ["--cpu"] if processes == 1 else ["--multi_gpu"]
-    command = [*ACCELERATE, *mode, "--num_processes", str(processes), "recipes/run.py", "gsm8k_tiny", *overrides]
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+    command = [*accelerate_launcher(processes), "recipes/run.py", "gsm8k_tiny", *overrides]
+    result = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
@@ -42,12 +36,17 @@ def test_tiny_recipe_end_to_end_through_accelerate_launch(tmp_path):
     assert {"adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "recipe.yaml"} <= {
         p.name for p in out.iterdir()
     }
-    assert yaml.safe_load((out / "recipe.yaml").read_text()) == load_recipe(
-        "gsm8k_tiny", [f"trainer.output_dir={out}", "trainer.max_steps=4", "checkpoint.every_steps=2"]
-    ).config
+    assert (
+        yaml.safe_load((out / "recipe.yaml").read_text())
+        == load_recipe(
+            "gsm8k_tiny", [f"trainer.output_dir={out}", "trainer.max_steps=4", "checkpoint.every_steps=2"]
+        ).config
+    )
     history = state(out)["log_history"]
     assert state(out)["global_step"] == 4
-    assert {"rewards/correctness/mean", "rewards/format/mean"} <= set(history[0])  # each recipe reward is logged
+    assert {"rewards/correctness/mean", "rewards/format/mean"} <= set(
+        history[0]
+    )  # each recipe reward is logged
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
 
 
@@ -55,15 +54,24 @@ def test_two_cpu_processes(tmp_path):
     out = tmp_path / "ddp"
     result = launch(2, f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2")
     assert state(out)["global_step"] == 2 and (out / "adapter_model.safetensors").is_file()
-    assert (out / "checkpoint-2" / "rng_state_0.pth").is_file() and (out / "checkpoint-2" / "rng_state_1.pth").is_file()
+    assert (out / "checkpoint-2" / "rng_state_0.pth").is_file() and (
+        out / "checkpoint-2" / "rng_state_1.pth"
+    ).is_file()
     assert result.stderr.count("Final adapter saved") == 1  # logged by the main process only
 
 
 def test_reward_rises_lora_moves_and_base_stays(tmp_path, tiny_model_dir):
-    recipe = load_recipe("gsm8k_tiny", [
-        f"trainer.output_dir={tmp_path}", "trainer.max_steps=30", "trainer.learning_rate=1e-2",
-        learnable_reward_override(tiny_model_dir), "callbacks=[]", "checkpoint.every_steps=30",
-    ])
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        [
+            f"trainer.output_dir={tmp_path}",
+            "trainer.max_steps=30",
+            "trainer.learning_rate=1e-2",
+            learnable_reward_override(tiny_model_dir),
+            "callbacks=[]",
+            "checkpoint.every_steps=30",
+        ],
+    )
     trainer = build_trainer(recipe)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
@@ -77,9 +85,18 @@ def test_reward_rises_lora_moves_and_base_stays(tmp_path, tiny_model_dir):
 
 
 def test_four_bit_base_builds_and_trains_a_step(tmp_path, tiny_model_dir):
-    recipe = load_recipe("gsm8k_tiny", [f"trainer.output_dir={tmp_path}", "model.quantization=4bit", "trainer.max_steps=1",
-                                        "checkpoint.every_steps=1", "callbacks=[]", learnable_reward_override(tiny_model_dir),
-                                        "trainer.learning_rate=1e-2"])
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        [
+            f"trainer.output_dir={tmp_path}",
+            "model.quantization=4bit",
+            "trainer.max_steps=1",
+            "checkpoint.every_steps=1",
+            "callbacks=[]",
+            learnable_reward_override(tiny_model_dir),
+            "trainer.learning_rate=1e-2",
+        ],
+    )
     trainer = build_trainer(recipe)
     import bitsandbytes as bnb
 
@@ -91,7 +108,12 @@ def test_four_bit_base_builds_and_trains_a_step(tmp_path, tiny_model_dir):
 
 
 def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
-    common = ["trainer.max_steps=4", "checkpoint.every_steps=2", "trainer.lr_scheduler_type=linear", "trainer.seed=7"]
+    common = [
+        "trainer.max_steps=4",
+        "checkpoint.every_steps=2",
+        "trainer.lr_scheduler_type=linear",
+        "trainer.seed=7",
+    ]
     full = tmp_path / "full"
     launch(1, f"trainer.output_dir={full}", *common)
     resumed = tmp_path / "resumed"
@@ -99,8 +121,13 @@ def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
     shutil.copytree(full / "checkpoint-2", resumed / "checkpoint-2")
     result = launch(1, f"trainer.output_dir={resumed}", *common, "checkpoint.resume=latest")
     assert (result.stdout + result.stderr).count("'learning_rate'") == 2  # only steps 3 and 4 ran again
-    learning_rates = [[h["learning_rate"] for h in state(run)["log_history"] if "learning_rate" in h] for run in (full, resumed)]
-    assert learning_rates[0] == learning_rates[1] and len(set(learning_rates[0])) == 4  # schedule restored, not restarted
+    learning_rates = [
+        [h["learning_rate"] for h in state(run)["log_history"] if "learning_rate" in h]
+        for run in (full, resumed)
+    ]
+    assert (
+        learning_rates[0] == learning_rates[1] and len(set(learning_rates[0])) == 4
+    )  # schedule restored, not restarted
     optimizer = torch.load(resumed / "checkpoint-4" / "optimizer.pt", weights_only=False)
     assert {int(s["step"]) for s in optimizer["state"].values()} == {4}  # Adam moments carried, not restarted
     a, b = load_file(full / "adapter_model.safetensors"), load_file(resumed / "adapter_model.safetensors")

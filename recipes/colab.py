@@ -1,0 +1,266 @@
+"""What the notebooks in notebooks/ call: Colab secrets, a GPU check, command-line steps run in the kernel.
+
+    from recipes import colab
+    print(colab.load_credentials("s3://bucket/runs/llama"))        # secrets -> environment, values never shown
+    print(colab.check_runtime("gsm8k_llama", purpose="train"))     # what the recipe needs vs what the GPU has
+    colab.run_step(evaluate.main, ["gsm8k_llama", *colab.cli_args(out="base.jsonl", questions=20)])
+
+The notebooks hold no logic of their own; what they need beyond the command-line entry points lives here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import yaml
+
+from recipes.recipe import load_recipe
+
+# Colab secret (and environment variable) -> what it is for. AWS_* and HF_TOKEN are read by boto3 and
+# huggingface_hub from the environment; S3_ENDPOINT_URL is ours (s3_endpoint).
+SECRETS = {
+    "AWS_ACCESS_KEY_ID": "S3 checkpoints",
+    "AWS_SECRET_ACCESS_KEY": "S3 checkpoints",
+    "AWS_DEFAULT_REGION": "S3 checkpoints (optional)",
+    "S3_ENDPOINT_URL": "S3-compatible stores: MinIO, R2 (optional)",
+    "HF_TOKEN": "gated Hub models such as meta-llama/Llama-3.1-8B-Instruct",
+}
+S3_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+PLACEHOLDER = "YOUR-BUCKET"  # the notebooks' example bucket: a run must name a real one
+DRIVE = Path("/content/drive")
+GIB = 2**30
+
+
+class ColabError(RuntimeError):
+    """A notebook step cannot go on; the message says why and what to change."""
+
+
+def _colab_secret(name: str) -> tuple[str | None, str]:
+    """(value, where) of a Colab secret; outside Colab, (None, "not set")."""
+    try:
+        from google.colab import userdata
+    except ImportError:
+        return None, "not set"
+    try:
+        return userdata.get(name), "Colab secret"
+    except userdata.SecretNotFoundError:
+        return None, "not set"
+    except userdata.NotebookAccessError:
+        return None, "Colab secret without notebook access (turn it on in the Secrets panel)"
+
+
+def load_credentials(uri: str | os.PathLike | None = None) -> str:
+    """Copy the Colab secrets in :data:`SECRETS` into environment variables; an environment variable already set wins.
+
+    Args:
+        uri: The checkpoint location the notebook will use. ``s3://`` makes the AWS key pair required.
+
+    Returns:
+        One line per secret: set or not, and where from. Values are never returned or printed.
+
+    Raises:
+        ColabError: ``uri`` still names the example bucket, or a required secret is missing.
+    """
+    if uri is not None and PLACEHOLDER in str(uri):
+        raise ColabError(
+            f"{uri} is the example location: set the URI in the parameters cell to your bucket "
+            "(s3://BUCKET/PREFIX) or a Google Drive folder (/content/drive/MyDrive/...), then Run all again."
+        )
+    where = {}
+    for name in SECRETS:
+        if os.environ.get(name):
+            where[name] = "set (environment)"
+            continue
+        value, where[name] = _colab_secret(name)
+        if value:
+            os.environ[name] = value
+            where[name] = "set (Colab secret)"
+    required = S3_KEYS if str(uri or "").startswith("s3://") else ()
+    missing = [name for name in required if not where[name].startswith("set")]
+    if missing:
+        raise ColabError(
+            f"{uri} needs {' and '.join(missing)}: add them as Colab secrets (the key icon in the left bar, with "
+            "notebook access on) or set them as environment variables, then run this cell again."
+        )
+    width = max(map(len, SECRETS))
+    lines = [f"  {name:<{width}}  {where[name]:<20}  {SECRETS[name]}" for name in SECRETS]
+    return "\n".join(["Credentials (values are never shown):", *lines])
+
+
+def s3_endpoint(endpoint_url: str | None = None) -> str | None:
+    """The S3 endpoint to use: ``endpoint_url`` if given, else the S3_ENDPOINT_URL secret, else None (AWS)."""
+    return endpoint_url or os.environ.get("S3_ENDPOINT_URL") or None
+
+
+def override(key: str, value) -> str:
+    """A ``key=value`` recipe override that reads back as ``value``: quoted only where YAML would change it.
+
+    >>> override("trainer.output_dir", "/content/My Drive/run #2"), override("checkpoint.uri", "s3://b/run")
+    ('trainer.output_dir="/content/My Drive/run #2"', 'checkpoint.uri=s3://b/run')
+    """
+    text = str(value)
+    try:
+        plain = yaml.safe_load(text) == text
+    except yaml.YAMLError:
+        plain = False
+    return f"{key}={text if plain else json.dumps(text)}"  # a JSON string is a YAML string
+
+
+def checkpoint_overrides(uri: str | None, endpoint_url: str | None = None) -> list[str]:
+    """Recipe overrides that sync checkpoints to ``uri`` (None: local checkpoints only) through the endpoint."""
+    values = {"checkpoint.uri": uri, "checkpoint.endpoint_url": s3_endpoint(endpoint_url)}
+    return [override(key, value) for key, value in values.items() if value]
+
+
+def _gb(n: int) -> str:
+    return f"{n / GIB:.1f} GB"
+
+
+def check_runtime(recipe_name: str, overrides=(), *, purpose: str = "train") -> str:
+    """Compare what a recipe needs with what this runtime has, before any weights download.
+
+    Needs come from the memory planner (``python recipes/run.py RECIPE --plan``): the training peak, or for
+    ``purpose="evaluate"`` the weights plus generating one batch.
+
+    Returns:
+        What the recipe needs and what the runtime has (no GPU is fine for CPU recipes such as gsm8k_tiny).
+
+    Raises:
+        ColabError: No GPU and the recipe needs one, or the GPU is too small; the message says what to change.
+    """
+    import torch
+
+    from recipes.checks import check_environment
+    from recipes.plan import largest_batch, plan_memory
+    from recipes.recipe import RecipeError
+    from recipes.shapes import load_model_config
+
+    if purpose not in ("train", "evaluate"):
+        raise ValueError(f"purpose must be 'train' or 'evaluate', got {purpose!r}")
+    recipe = load_recipe(recipe_name, overrides)
+    model_config = load_model_config(recipe.config["model"])
+    plan = plan_memory(recipe.config, model_config=model_config)
+    estimate = f"an estimate: python recipes/run.py {recipe.name} --plan"
+
+    def need(card: int) -> int:
+        if purpose == "train":
+            return plan.peak(card)
+        return plan.overhead + plan.weights + plan.kv_cache + plan.generation_workspace
+
+    if not torch.cuda.is_available():
+        on_gpu = f"on a GPU it would need about {_gb(need(80 * GIB))} to {purpose}"
+        try:
+            check_environment(recipe, model_config, cuda_available=False)
+        except RecipeError as e:
+            raise ColabError(
+                f"This runtime has no GPU, and {recipe.name} needs one ({on_gpu}; {estimate}). In Colab: Runtime > "
+                f"Change runtime type > A100 GPU, then Run all again.\n{e}"
+            ) from None
+        return f"No GPU in this runtime: {recipe.name} runs on the CPU ({on_gpu}). Continuing."
+    card = torch.cuda.get_device_properties(0)
+    needed = need(card.total_memory)
+    has = f"this runtime has {card.name} with {_gb(card.total_memory)}"
+    fits = plan.fits(card.total_memory) if purpose == "train" else needed <= card.total_memory
+    if not fits:
+        batch = (
+            largest_batch(recipe.config, card.total_memory, model_config=model_config)
+            if purpose == "train"
+            else None
+        )
+        smaller = f"Add trainer.per_device_train_batch_size={batch} to overrides, or c" if batch else "C"
+        raise ColabError(
+            f"{recipe.name} needs about {_gb(needed)} of GPU memory to {purpose} ({estimate}), but {has}. "
+            f"{smaller}hoose a larger GPU (Runtime > Change runtime type)."
+        )
+    return f"{recipe.name} needs about {_gb(needed)} of GPU memory to {purpose} ({estimate}); {has}. It fits."
+
+
+def mount_drive(*paths) -> None:
+    """Mount Google Drive at /content/drive when one of ``paths`` lies on it (asks for access once per runtime).
+
+    Raises:
+        ColabError: A Drive path outside Colab.
+    """
+    on_drive = [p for p in paths if p is not None and Path(p).is_relative_to(DRIVE)]
+    if not on_drive or (DRIVE / "MyDrive").is_dir():
+        return
+    try:
+        from google.colab import drive
+    except ImportError:
+        raise ColabError(
+            f"{on_drive[0]} is on Google Drive, which only Colab mounts; choose a local folder here."
+        ) from None
+    drive.mount(str(DRIVE))
+
+
+def prepare_folder(path: str | os.PathLike) -> Path:
+    """The folder ``path``, created (and Google Drive mounted first when it lies there)."""
+    mount_drive(path)
+    folder = Path(path).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def cli_args(**options) -> list[str]:
+    """Command-line options from keywords: ``max_new_tokens=16`` -> ``--max-new-tokens 16``; None is left out.
+
+    >>> cli_args(out="base.jsonl", questions=20, max_new_tokens=None, json=True)
+    ['--out', 'base.jsonl', '--questions', '20', '--json']
+    """
+    args = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif value is not None and value is not False:
+            args += [flag, str(value)]
+    return args
+
+
+class _Tee(io.TextIOBase):
+    """Writes to the notebook and keeps a copy."""
+
+    def __init__(self, stream):
+        self.stream, self.copy = stream, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def run_step(main, argv, *, save_output: str | os.PathLike | None = None) -> None:
+    """Run a command-line entry point (``main(argv) -> int``) in this kernel; raise when it fails, so Run all stops.
+
+    Args:
+        main: The module's ``main``, e.g. ``recipes.evaluate.main``.
+        argv: Its arguments (converted to strings); the equivalent shell command is printed first.
+        save_output: Also write what the step printed on stdout to this file.
+
+    Raises:
+        ColabError: The step exited with a non-zero status (its own message is printed above).
+    """
+    argv = [str(arg) for arg in argv]
+    command = shlex.join(["python", "-m", main.__module__, *argv])
+    print(f"$ {command}", flush=True)
+    tee = _Tee(sys.stdout)
+    try:
+        with contextlib.redirect_stdout(tee):
+            status = main(argv)
+    except SystemExit as e:  # argparse rejects bad arguments this way
+        status = e.code
+    if status:
+        raise ColabError(f"{command} failed (exit status {status}); its message is printed above.")
+    if save_output is not None:
+        path = Path(save_output)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(tee.copy.getvalue(), encoding="utf-8")
+        os.replace(tmp, path)
