@@ -78,6 +78,26 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def warn_if_launcher_started_one_process() -> None:
+    """Say so when ``accelerate launch --cpu --num_processes N`` started one process instead of N.
+
+    accelerate's CPU launcher only starts several processes through MPI (``--mpirun_hostfile``); otherwise it
+    runs the script once and passes no process count, so the only place N is visible is the launcher's command.
+    """
+    import psutil
+
+    if os.environ.get("ACCELERATE_USE_CPU", "").lower() != "true" or "WORLD_SIZE" in os.environ:
+        return
+    launcher = psutil.Process().parent().cmdline()
+    for flag in ("--num_processes", "--num-processes"):
+        asked = launcher[launcher.index(flag) + 1] if flag in launcher[:-1] else "1"
+        if asked not in ("0", "1"):
+            logger.warning(
+                f"accelerate launch --cpu started ONE process, not {asked} (its CPU launcher needs MPI for more). "
+                f"For {asked} CPU processes use: accelerate launch --multi_gpu --num_processes {asked} recipes/run.py ..."
+            )
+
+
 def train(recipe) -> Path:
     """Run the recipe end to end; returns the output folder holding the final adapter."""
     import torch
@@ -91,6 +111,7 @@ def train(recipe) -> Path:
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
     state = PartialState(cpu=not torch.cuda.is_available())
+    warn_if_launcher_started_one_process()
     check_environment(recipe, load_config(recipe.config["model"]), torch.cuda.is_available())
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:

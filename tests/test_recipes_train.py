@@ -60,6 +60,18 @@ def test_two_cpu_processes(tmp_path):
     assert result.stderr.count("Final adapter saved") == 1  # logged by the main process only
 
 
+def test_cpu_launcher_with_two_processes_trains_and_says_it_started_one(tmp_path):
+    out = tmp_path / "cpu"
+    command = [*accelerate_launcher(1), "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"]
+    command[command.index("--num_processes") + 1] = (
+        "2"  # the literal `accelerate launch --cpu --num_processes 2`
+    )
+    result = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and (out / "adapter_model.safetensors").is_file()
+    assert "accelerate launch --cpu started ONE process, not 2" in result.stderr
+    assert "accelerate launch --multi_gpu --num_processes 2 recipes/run.py" in result.stderr
+
+
 def test_reward_rises_lora_moves_and_base_stays(tmp_path, tiny_model_dir):
     recipe = load_recipe(
         "gsm8k_tiny",
