@@ -11,7 +11,8 @@ import pytest
 from conftest import REPO
 
 from recipes import generation
-from recipes.evaluate import eval_data, main, read_records, select_questions
+from recipes.eval_records import read_records
+from recipes.evaluate import eval_data, main, select_questions
 from recipes.generation import EvaluationError
 from rewards.answers import extract_answer, format_ok, is_correct
 from stats.records import load_records
