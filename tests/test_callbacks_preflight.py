@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -73,6 +77,59 @@ def test_bad_credentials(monkeypatch):
         _fails_fast(
             S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
             r"Bad S3 credentials: the secret key does not match .* Check AWS_SECRET_ACCESS_KEY",
+        )
+
+
+@contextmanager
+def iam_enforcing_server(setup_actions: int):
+    """A separate moto server that checks IAM policies after its first ``setup_actions`` requests.
+
+    The shared in-process server cannot: moto reads that switch once per process.
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": str(setup_actions)}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "moto server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_no_permission(monkeypatch):
+    s3_bucket(monkeypatch)  # test credentials in the environment
+    with iam_enforcing_server(setup_actions=4) as endpoint:
+        bucket, user = "read-only-checkpoints", "reader"
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=bucket)
+        iam = boto3.client("iam", endpoint_url=endpoint)
+        iam.create_user(UserName=user)
+        arn = f"arn:aws:s3:::{bucket}"
+        # Everything on the bucket itself, only reads of its objects: the write of the probe is refused.
+        bucket_level = {"Effect": "Allow", "Action": "s3:*", "Resource": arn}
+        read_objects = {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{arn}/*"}
+        policy = json.dumps({"Version": "2012-10-17", "Statement": [bucket_level, read_objects]})
+        iam.put_user_policy(UserName=user, PolicyName="read-only", PolicyDocument=policy)
+        # The 4th setup action; from here on the server checks IAM policies.
+        key = iam.create_access_key(UserName=user)["AccessKey"]
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+        _fails_fast(
+            S3Store(bucket, "p", endpoint_url=endpoint),
+            r"Permission denied: cannot write in s3://read-only-checkpoints/p at .* The credentials need "
+            r"s3:ListBucket, s3:GetObject, s3:PutObject and s3:DeleteObject",
         )
 
 
