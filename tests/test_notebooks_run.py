@@ -40,7 +40,7 @@ def lab(tmp_path_factory):
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_CONFIG_FILE": "/nonexistent/aws-config",
         "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
-        "CUDA_VISIBLE_DEVICES": "",  # the CPU runtime of the issue, even on a machine with a GPU
+        "CUDA_VISIBLE_DEVICES": "",  # a CPU runtime, even on a machine with a GPU
         "JUPYTER_PATH": str(install_kernelspec(root / "jupyter")),
         "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
     }
