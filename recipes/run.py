@@ -116,13 +116,15 @@ def train(recipe) -> Path:
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:
         logger.info("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
-        write_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
+    # Storage checks and run-conflict checks first: a refused run must not touch another run's output folder.
     plan = prepare_checkpointing(
         output_dir=str(output_dir),
         recipe_name=recipe.name,
         recipe_yaml=recipe.to_yaml(),
         **recipe.config["checkpoint"],
     )
+    if state.is_main_process:
+        write_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
     trainer = build_trainer(recipe, callbacks=[*plan.callbacks, *build_callbacks(recipe.config["callbacks"])])
     if plan.resume_from:
         logger.info("Resuming from %s", plan.resume_from)
