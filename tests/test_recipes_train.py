@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -144,3 +145,15 @@ def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
     assert {int(s["step"]) for s in optimizer["state"].values()} == {4}  # Adam moments carried, not restarted
     a, b = load_file(full / "adapter_model.safetensors"), load_file(resumed / "adapter_model.safetensors")
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+
+
+def test_a_refused_second_run_leaves_the_first_runs_folder_alone(tmp_path):
+    out = tmp_path / "first"
+    launch(1, f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2")
+    recipe_before = (out / "recipe.yaml").read_text()
+    second = [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}", "checkpoint.resume=never",
+              "trainer.learning_rate=0.5"]  # fmt: skip
+    result = subprocess.run(second, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "error:" in result.stderr and "overwrite" in result.stderr
+    assert (out / "recipe.yaml").read_text() == recipe_before
