@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from recipes.atomic import write_text_atomically
 from recipes.recipe import load_recipe
 
 # Colab secret (and environment variable) -> what it is for. AWS_* and HF_TOKEN are read by boto3 and
@@ -260,7 +261,4 @@ def run_step(main, argv, *, save_output: str | os.PathLike | None = None) -> Non
     if status:
         raise ColabError(f"{command} failed (exit status {status}); its message is printed above.")
     if save_output is not None:
-        path = Path(save_output)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(tee.copy.getvalue(), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomically(save_output, tee.copy.getvalue())

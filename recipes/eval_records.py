@@ -12,6 +12,7 @@ import os
 import shlex
 from pathlib import Path
 
+from recipes.atomic import write_text_atomically
 from recipes.generation import EvaluationError
 
 logger = logging.getLogger("recipes.evaluate")
@@ -24,9 +25,7 @@ def read_records(path: Path) -> list[dict]:
     text = path.read_text(encoding="utf-8")
     complete, newline, partial = text.rpartition("\n")
     if partial:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(complete + newline, encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomically(path, complete + newline)
         logger.warning(
             "%s: dropped an incomplete last line (an interrupted write); its sample is redone.", path
         )

@@ -70,14 +70,6 @@ def build_trainer(recipe, callbacks=()):
     )
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file, so a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def warn_if_launcher_started_one_process() -> None:
     """Say so when ``accelerate launch --cpu --num_processes N`` started one process instead of N.
 
@@ -105,6 +97,7 @@ def train(recipe) -> Path:
 
     from callbacks import build_callbacks
     from callbacks.checkpoint_sync import prepare_checkpointing
+    from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment
     from recipes.model import load_config
 
@@ -124,7 +117,7 @@ def train(recipe) -> Path:
         **recipe.config["checkpoint"],
     )
     if state.is_main_process:
-        write_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
+        write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
     trainer = build_trainer(recipe, callbacks=[*plan.callbacks, *build_callbacks(recipe.config["callbacks"])])
     if plan.resume_from:
         logger.info("Resuming from %s", plan.resume_from)

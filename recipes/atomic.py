@@ -1,0 +1,15 @@
+"""Atomic text files: a reader, or a crash, sees the old file or the whole new one, never half of it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` through a temporary file beside it and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
