@@ -18,13 +18,17 @@ def world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
-def generation_schedule(trainer: dict) -> tuple[int, int]:
-    """(generation batch in completions, optimizer steps one generation batch is used for), as GRPOConfig derives."""
-    per_step = trainer.get("per_device_train_batch_size", 8) * world_size()
-    steps = trainer.get("steps_per_generation")
-    if trainer.get("generation_batch_size") is not None:
+def generation_schedule(trainer: dict, processes: int | None = None) -> tuple[int, int]:
+    """(generation batch in completions, steps_per_generation in micro-steps), as GRPOConfig derives them.
+
+    Args:
+        trainer: The recipe's ``trainer:`` section (missing or null keys take GRPOConfig's defaults).
+        processes: Processes sharing the batch; defaults to this launch's world size.
+    """
+    per_step = (trainer.get("per_device_train_batch_size") or 8) * (processes or world_size())
+    if trainer.get("generation_batch_size"):
         return trainer["generation_batch_size"], trainer["generation_batch_size"] // per_step
-    steps = steps or trainer.get("gradient_accumulation_steps", 1)
+    steps = trainer.get("steps_per_generation") or trainer.get("gradient_accumulation_steps") or 1
     return per_step * steps, steps
 
 

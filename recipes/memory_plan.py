@@ -54,6 +54,7 @@ import math
 from dataclasses import dataclass, fields
 
 from recipes import schema
+from recipes.checks import generation_schedule
 from recipes.recipe import RecipeError
 from recipes.shapes import Shape, load_model_config, lora_targets, shape_of
 
@@ -184,11 +185,7 @@ def _attention(model: dict) -> str:
 
 def steps_per_generation(t: dict) -> int:
     """Micro-batches per generation, as GRPOConfig derives it for one process."""
-    if t["steps_per_generation"]:
-        return t["steps_per_generation"]
-    if t["generation_batch_size"]:
-        return max(1, t["generation_batch_size"] // t["per_device_train_batch_size"])
-    return t["gradient_accumulation_steps"]
+    return max(1, generation_schedule(t, processes=1)[1])
 
 
 def _weight_bytes(shape: Shape, w: int, quant: str) -> int:
