@@ -30,6 +30,8 @@ tokenizer's EOS, so every completion runs to L tokens, the case the floor descri
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import math
 import resource
 import sys
@@ -46,6 +48,7 @@ import torch
 from tqdm import tqdm
 from transformers import TrainerCallback
 
+from benchmarks.live_tensors import LiveTensorBytes
 from recipes.data import DataError
 from recipes.memory_plan import GIB, plan_memory, section, steps_per_generation, trainer_settings
 from recipes.recipe import RecipeError, load_recipe
@@ -155,17 +158,17 @@ def detect_hardware(requested: str | None) -> str | None:
     return next((key for key in HARDWARE if key in name), None)
 
 
-def build_random_model(name: str, folder: Path, dtype: str) -> None:
-    """Save a random-weight model of shipped shape ``name`` and the tiny model's tokenizer to ``folder``."""
+def build_random_model(config, folder: Path, dtype: str) -> None:
+    """Save a random-weight model of ``config`` (a shipped shape) and the tiny model's tokenizer to ``folder``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from recipes.tiny_model import resolve_builtin
 
-    config = config_for(name)
     tokenizer = AutoTokenizer.from_pretrained(resolve_builtin("builtin:tiny-llama"))
     if len(tokenizer) > config.vocab_size:  # cannot happen for the shipped shapes; guards future ones
         raise RecipeError(
-            f"--random-weights {name}: vocabulary {config.vocab_size} < tokenizer's {len(tokenizer)}."
+            f"--random-weights {config.name_or_path}: vocabulary {config.vocab_size} < tokenizer's "
+            f"{len(tokenizer)}."
         )
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = AutoModelForCausalLM.from_config(
@@ -176,8 +179,12 @@ def build_random_model(name: str, folder: Path, dtype: str) -> None:
     del model
 
 
-def run_steps(recipe, completions_per_step: int, steps: int) -> list[Step]:
-    """Train ``steps`` optimizer steps of ``recipe`` and return their timings."""
+def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool = False):
+    """Train ``steps`` optimizer steps of ``recipe``.
+
+    Returns their timings and, with ``count_tensors``, the live-tensor peak per phase and the widest padded
+    prompt and completion batches the steps ran (the shapes to check the planner at); else None.
+    """
     from transformers import PrinterCallback
     from trl.extras.profiling import ProfilingContext
 
@@ -192,10 +199,22 @@ def run_steps(recipe, completions_per_step: int, steps: int) -> list[Step]:
     def record(context, seconds):  # TRL sends these timings only to wandb/mlflow/trackio: catch them here
         timer.record_profile(context.name, seconds)
 
-    with mock.patch.object(ProfilingContext, "_log_metrics", record):
+    measured = {"prompt_tokens": 0, "completion_tokens": 0}
+    generate_and_score = trainer._generate_and_score_completions
+
+    def widths_recorded(*args, **kwargs):
+        out = generate_and_score(*args, **kwargs)
+        for key in ("prompt", "completion"):
+            measured[f"{key}_tokens"] = max(measured[f"{key}_tokens"], out[f"{key}_ids"].shape[1])
+        return out
+
+    trainer._generate_and_score_completions = widths_recorded
+    tensors = [*trainer.model.parameters(), *trainer.model.buffers()]
+    live = LiveTensorBytes(tensors) if count_tensors else contextlib.nullcontext()
+    with mock.patch.object(ProfilingContext, "_log_metrics", record), live:
         trainer.train()
     timer.bar.close()
-    return timer.steps
+    return timer.steps, ({**measured, "peak": live.peak} if count_tensors else None)
 
 
 def _row(label: str, s: Step, floor: float | None) -> str:
@@ -214,8 +233,39 @@ def mean_step(steps: list[Step]) -> Step:
     return mean
 
 
+def planner_check(recipe, model_config, plan, measured: dict, card_bytes: int) -> list[str]:
+    """Live-tensor peak per phase beside the planner's: at the recipe's token budget and at the widths run.
+
+    The planner's numbers here leave out its CUDA overhead constant (not a tensor) and, without a GPU, model TRL's
+    CPU run (``gpu=False``: TRL's torch fallback of the fused log-prob head, float dropout masks).
+    """
+    as_run = copy.deepcopy(recipe.config)
+    as_run["data"]["max_prompt_tokens"] = measured["prompt_tokens"]
+    as_run["trainer"]["max_completion_length"] = measured["completion_tokens"]
+    gpu = bool(card_bytes)
+    plans = [plan_memory(c, model_config=model_config, gpu=gpu) for c in (recipe.config, as_run)]
+    budget = f"{plan.prompt_tokens}+{plan.completion_tokens}"
+    run = f"{measured['prompt_tokens']}+{measured['completion_tokens']}"
+    lines = [
+        "planner check, live tensor bytes (counted op by op, so the timings above are slowed; planner without its "
+        f"{plan.overhead / GIB:.2f} GB CUDA overhead{'' if gpu else ', planned for a CPU run'}):",
+        f"{'phase':<11} {'measured GB':>11} {'planned at ' + budget:>20} {'planned at ' + run + ' (as run)':>28} "
+        f"{'as run / measured':>17}",
+    ]
+    for phase, peak in measured["peak"].items():
+        at_budget, at_run = (
+            p.resident - p.overhead + (p.generation_phase(card_bytes) if phase == "generation" else p.training_phase)
+            for p in plans
+        )
+        ratio = f"{at_run / peak:.2f}" if peak else "n/a"
+        lines.append(
+            f"{phase:<11} {peak / GIB:>11.3f} {at_budget / GIB:>20.3f} {at_run / GIB:>28.3f} {ratio:>17}"
+        )
+    return lines
+
+
 def report(recipe, steps: list[Step], plan, t: dict, hardware: str | None, card_bytes: int) -> str:
-    """The table: a row per step, the mean of steps 2..N, then the floor and the planner's peak."""
+    """The table: a row per step, the mean of steps 2..N, then the floor, the planner's peak and its check."""
     floor = floor_seconds(plan, t, hardware) if hardware else None
     total_floor = sum(floor) if floor else None
     completions = plan.batch * t["gradient_accumulation_steps"]
@@ -258,10 +308,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps to time (default 3)")
     parser.add_argument("--random-weights", choices=list(SHAPES), help="random-weight model of this shape")
+    parser.add_argument(
+        "--layers", type=int, help="with --random-weights: this many decoder layers (a CPU-sized model of full width)"
+    )
     parser.add_argument("--hardware", choices=list(HARDWARE), help="floor for this GPU (default: detected)")
+    parser.add_argument(
+        "--count-tensors",
+        action="store_true",
+        help="count live tensor bytes op by op and check the planner per phase (slows the steps)",
+    )
     args = parser.parse_intermixed_args(argv)
     if args.steps < 1:
         parser.error("--steps must be at least 1")
+    if args.layers is not None and (not args.random_weights or args.layers < 1):
+        parser.error("--layers takes a positive number and needs --random-weights")
     with tempfile.TemporaryDirectory(prefix="grpo_step_") as tmp:
         fixed = [
             f"trainer.max_steps={args.steps}",
@@ -283,18 +343,23 @@ def main(argv: list[str] | None = None) -> int:
             recipe = load_recipe(args.recipe, [*overrides, *fixed])
             model = section(recipe.config, "model")
             model_config = (
-                config_for(args.random_weights) if args.random_weights else load_model_config(model)
+                config_for(args.random_weights, layers=args.layers)
+                if args.random_weights
+                else load_model_config(model)
             )
             plan, t = plan_memory(recipe.config, model_config=model_config), trainer_settings(recipe.config)
             if args.random_weights:
                 print(f"building a random-weight {args.random_weights} ...", file=sys.stderr)
-                build_random_model(args.random_weights, Path(tmp) / "model", model["dtype"])
-            steps = run_steps(recipe, plan.batch * t["gradient_accumulation_steps"], args.steps)
+                build_random_model(model_config, Path(tmp) / "model", model["dtype"])
+            completions = plan.batch * t["gradient_accumulation_steps"]
+            steps, measured = run_steps(recipe, completions, args.steps, args.count_tensors)
         except (RecipeError, DataError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
     print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes))
+    if measured:
+        print("\n" + "\n".join(planner_check(recipe, model_config, plan, measured, card_bytes)))
     return 0
 
 

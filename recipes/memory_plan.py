@@ -33,15 +33,27 @@ Training phase (one micro-batch of B sequences, padded to S):
   backward        T x (3a x i + 8h): gradients of one layer's widest tensors in flight (an estimate).
   log-prob        TRL's fused LM head never materialises the B x S x V logits: it saves the scored hidden
                   states N x (a x h + 36) and in backward holds an fp32 grad N x h x (4 + a), plus one logits
-                  tile min(N, 4096) x min(V, 32768) x a (4 with cast_lm_head_to_fp32, which adds N x 4h).
+                  tile min(N, 4096) x 32768 x a (4 with cast_lm_head_to_fp32, which adds N x 4h); the tile is
+                  32768 wide whatever V is (TRL's TOKEN_CHUNK_SIZE x _CHUNKED_LOGPROB_CHUNK_SIZE). Without Triton
+                  (a CPU, ``gpu=False``) TRL scores all N = B x (S - 1) positions in torch ops, whose backward
+                  holds 7 fp32 copies and a bool mask of each min(N, 4096) x min(V, 32768) tile.
   dequant         4/8-bit: the largest linear dequantised to w for its matmul.
 Generation phase (transformers generate on the G prompts, no grad):
   kv cache        2 x L x kv x w x G x S, + one layer for the torch.cat that grows the cache.
-  gen workspace   G x P x (3w x i + 4h) for the prefill MLP + 3 x 4 x G x V for last-token logits and sampling.
+  gen workspace   G x P x (m + 4h) for the prefill MLP + 3 x 4 x G x V for last-token logits and sampling, where
+                  m is the largest of 3a x i (gate, up and their product); with gate/up adapted i x (2a + 2o),
+                  o the adapter output's bytes (a under autocast, else the adapter dtype); with down_proj adapted
+                  its input while peft feeds the adapter: i x (a + the cast to the adapter dtype + dropout's
+                  output and mask: 1 byte on a GPU, the adapter dtype on a CPU). TRL generates in train mode, so
+                  LoRA dropout is active while generating.
 vLLM (use_vllm): colocate reserves vllm_gpu_memory_utilization x card, which must hold its own copy of the
 weights (params x w) and the KV cache of G sequences; it replaces the generation phase and is resident unless
 vllm_enable_sleep_mode frees it while training. Server mode generates on another GPU: 0 here.
 
+  training phase  lora grads + dequant + max(head, layers): backward first runs through the log-prob head, with
+                  the saved activations (checkpointed: the layer inputs only) and the log-prob workspace, then
+                  through the layers, with the activations (checkpointed: + one recomputed layer) and the backward
+                  workspace.
   peak = resident (+ colocated vLLM share unless sleeping) + max(generation phase, training phase)
 
 The old/reference log-prob passes run without grad in chunks of B and stay below the training phase.
@@ -61,6 +73,9 @@ from recipes.shapes import Shape, load_model_config, lora_targets, shape_of
 GIB = 2**30
 OVERHEAD = GIB
 NF4_CODEBOOKS = 16 * 4 + 256 * 4 + 4  # fp32 NF4 code, fp32 code of the nested absmax quantisation, offset
+# TRL's fused log-prob head projects through one buffer of (tokens, vocabulary columns), allocated at full width even
+# for a smaller vocabulary: trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE x trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE.
+LOGPROB_TILE = (4096, 32768)
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 WEIGHT_FORMATS = {"4bit": "NF4 4-bit", "8bit": "int8"}
 # optimizer name -> (states per trainable parameter, bytes per state; None: the parameter's own dtype)
@@ -102,6 +117,7 @@ class MemoryPlan:
     lora_grads: int
     activations_checkpointed: int
     activations_full: int
+    recomputed_layer: int  # the part of activations_checkpointed that only exists while a layer is recomputed
     backward_workspace: int
     logprob_workspace: int
     dequant_buffer: int
@@ -120,8 +136,10 @@ class MemoryPlan:
 
     @property
     def training_phase(self) -> int:
-        parts = (self.lora_grads, self.activations, self.backward_workspace, self.logprob_workspace)
-        return sum(parts) + self.dequant_buffer
+        """The larger backward peak: through the log-prob head (no layer recomputed yet) or through the layers."""
+        saved = self.activations - (self.recomputed_layer if self.gradient_checkpointing else 0)
+        head, layers = saved + self.logprob_workspace, self.activations + self.backward_workspace
+        return self.lora_grads + self.dequant_buffer + max(head, layers)
 
     def vllm_share(self, card_bytes: int) -> int:
         """Bytes the colocated vLLM engine reserves on a card of ``card_bytes`` (0 when not colocated)."""
@@ -203,7 +221,9 @@ def _weight_bytes(shape: Shape, w: int, quant: str) -> int:
     return total
 
 
-def plan_memory(recipe_config: dict, *, model_config=None, batch: int | None = None) -> MemoryPlan:
+def plan_memory(
+    recipe_config: dict, *, model_config=None, batch: int | None = None, gpu: bool = True
+) -> MemoryPlan:
     """Compute the memory plan of a recipe.
 
     Args:
@@ -211,6 +231,8 @@ def plan_memory(recipe_config: dict, *, model_config=None, batch: int | None = N
             recipe schema's and ``trl.GRPOConfig``'s defaults.
         model_config: A ``transformers.PretrainedConfig``; by default read from ``model.name_or_path``.
         batch: Plan this per-device batch instead of ``trainer.per_device_train_batch_size``.
+        gpu: Plan a CUDA GPU run. False plans the same run on a CPU, where TRL's fused log-prob head falls back
+            to torch ops (every position scored, fp32 copies of each tile) and dropout keeps a float mask.
 
     Raises:
         RecipeError: A value the formulas cannot take (no prompt budget, an unmodelled optimizer or model).
@@ -248,7 +270,7 @@ def plan_memory(recipe_config: dict, *, model_config=None, batch: int | None = N
     b = batch or t["per_device_train_batch_size"]
     g, c = b * steps_per_generation(t), t["max_completion_length"]
     s = p + c
-    tokens, scored = b * s, b * c
+    tokens, scored = b * s, b * c if gpu else b * (s - 1)
     h, i, n_layers, v = shape.hidden, shape.intermediate, shape.layers, shape.vocab
     q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
 
@@ -267,8 +289,18 @@ def plan_memory(recipe_config: dict, *, model_config=None, batch: int | None = N
     kept = [k for k in range(n_layers) if k % t["every_n_layers"] == 0]  # the checkpointed layers
     checkpointed = len(kept) * a * h + sum(full) - sum(full[k] for k in kept) + max(full[k] for k in kept)
     head_fp32 = t["cast_lm_head_to_fp32"]
-    tile = min(scored, 4096) * min(v, 32768) * (4 if head_fp32 else a)
+    rows = min(scored, LOGPROB_TILE[0])
+    tile = rows * LOGPROB_TILE[1] * (4 if head_fp32 else a)
+    if not gpu:  # _backward_tile's fp32 temporaries (y, z, log_p, p, grad, is_target.float(), a product), a mask
+        tile += rows * min(v, LOGPROB_TILE[1]) * (7 * 4 + 1)
     logprob = scored * (a * h + 36) + scored * h * (4 + a + (4 if head_fp32 else 0)) + tile
+    adapted = {x.name.rsplit(".", 1)[-1] for x in targets}
+    prefill_mlp = 3 * a * i
+    if adapted & {"gate_proj", "up_proj"}:  # act(gate) and up's base output beside its adapter output, scaled
+        prefill_mlp = max(prefill_mlp, i * (2 * a + 2 * (a if autocast else lora_bytes)))
+    if "down_proj" in adapted:  # the product beside its copy cast for lora_A and dropout's output and mask
+        dropout = lora_bytes + (1 if gpu else lora_bytes) if lora["dropout"] > 0 else 0
+        prefill_mlp = max(prefill_mlp, i * (a + (lora_bytes if lora_bytes != a else 0) + dropout))
     largest_linear = max(x.in_features * x.out_features for x in shape.layer_linears)
     states, state_bytes = OPTIMIZERS[t["optim"]]
     vllm = t["vllm_mode"] if t["use_vllm"] else "off"
@@ -295,10 +327,11 @@ def plan_memory(recipe_config: dict, *, model_config=None, batch: int | None = N
         lora_grads=trainable * lora_bytes,
         activations_checkpointed=tokens * (checkpointed + 4 * h),
         activations_full=tokens * (sum(full) + 4 * h),
+        recomputed_layer=tokens * max(full[k] for k in kept),
         backward_workspace=tokens * (3 * a * i + 8 * h),
         logprob_workspace=logprob,
         dequant_buffer=0 if quant == "none" else largest_linear * w,
         kv_cache=(n_layers + 1) * kv_layer if vllm == "off" else 0,
-        generation_workspace=g * p * (3 * w * i + 4 * h) + 12 * g * v if vllm == "off" else 0,
+        generation_workspace=g * p * (prefill_mlp + 4 * h) + 12 * g * v if vllm == "off" else 0,
         vllm_need=shape.base_params * w + n_layers * kv_layer if vllm == "colocate" else 0,
     )

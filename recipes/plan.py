@@ -79,6 +79,7 @@ def render_plan(recipe) -> str:
             ("backward workspace", plan.backward_workspace),
             ("log-prob workspace (fused LM head)", plan.logprob_workspace),
             *([("4/8-bit dequantisation buffer", plan.dequant_buffer)] if plan.dequant_buffer else []),
+            ("phase peak: backward through the head or the layers", plan.training_phase),
         ],
         f"generation phase ({plan.generation_batch} sequences)": [
             ("KV cache", plan.kv_cache),

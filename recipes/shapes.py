@@ -93,8 +93,11 @@ SHAPES = {
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 
-def config_for(name: str):
+def config_for(name: str, layers: int | None = None):
     """The shipped config of a known model, as a ``transformers.PretrainedConfig`` (no network).
+
+    ``layers`` keeps the width and vocabulary but builds that many decoder layers (a model of full width that a
+    CPU can run, for benchmarks).
 
     Raises:
         KeyError: ``name`` is not one of :data:`SHAPES`; the message lists them.
@@ -104,6 +107,10 @@ def config_for(name: str):
     from transformers import AutoConfig
 
     values = dict(SHAPES[name])
+    if layers:
+        values["num_hidden_layers"] = layers
+        if "max_window_layers" in values:  # Qwen2's sliding-window layer count must stay within the layers
+            values["max_window_layers"] = min(values["max_window_layers"], layers)
     return AutoConfig.for_model(values.pop("model_type"), name_or_path=name, **values)
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoConfig
 
-from recipes.memory_plan import NF4_CODEBOOKS, OVERHEAD, plan_memory
+from recipes.memory_plan import LOGPROB_TILE, NF4_CODEBOOKS, OVERHEAD, plan_memory
 from recipes.plan import CARDS_GB, largest_batch, render_plan
 from recipes.recipe import RecipeError
 from recipes.shapes import config_for, shape_of
@@ -32,10 +32,12 @@ def test_resident_parts_are_counts_times_bytes():
 
 def test_phases_and_peak_are_the_documented_sums():
     plan = plan_memory(recipe_config(QWEN7))
-    training = (
-        plan.lora_grads + plan.activations_checkpointed + plan.backward_workspace + plan.logprob_workspace
-    )
+    # backward through the fused head happens before any layer is recomputed, so the two never add up
+    head = plan.activations_checkpointed - plan.recomputed_layer + plan.logprob_workspace
+    layers = plan.activations_checkpointed + plan.backward_workspace
+    training = plan.lora_grads + max(head, layers)
     assert plan.gradient_checkpointing and plan.training_phase == training
+    assert 0 < plan.recomputed_layer < plan.activations_checkpointed
     assert plan.generation_phase(80 * GIB) == plan.kv_cache + plan.generation_workspace
     for gb in CARDS_GB:
         assert plan.peak(gb * GIB) == plan.resident + max(plan.kv_cache + plan.generation_workspace, training)
@@ -111,6 +113,23 @@ def test_logits_are_never_materialised():
     plan = plan_memory(recipe_config(QWEN7))
     full_logits = plan.batch * plan.completion_tokens * 152064 * 4
     assert plan.logprob_workspace < full_logits / 4
+
+
+def test_logprob_tile_is_trls_buffer_whatever_the_vocabulary():
+    # TRL allocates its projection buffer at full chunk width even for a vocabulary narrower than the chunk
+    from trl.kernels.chunked_logprob import TOKEN_CHUNK_SIZE
+    from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
+
+    assert LOGPROB_TILE == (TOKEN_CHUNK_SIZE, _CHUNKED_LOGPROB_CHUNK_SIZE)
+    narrow, wide = (
+        plan_memory(recipe_config(LLAMA), model_config=_with_vocab(config_for(LLAMA), v)) for v in (512, 128256)
+    )
+    assert wide.logprob_workspace - narrow.logprob_workspace == 0  # the tile is the only vocabulary-sized part
+
+
+def _with_vocab(config, vocab: int):
+    config.vocab_size = vocab
+    return config
 
 
 def test_every_part_grows_with_the_batch():

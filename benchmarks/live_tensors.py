@@ -1,0 +1,94 @@
+"""Peak bytes of live tensors, counted op by op: the allocator-free measure a CPU run can give the memory planner.
+
+    from benchmarks.live_tensors import LiveTensorBytes
+    with LiveTensorBytes(model.parameters()) as live:
+        trainer.train()
+    live.peak  # {"generation": bytes, "training": bytes}
+
+``torch.cuda.max_memory_allocated`` counts the bytes of tensors alive at once on a GPU; a CPU has no such
+counter (its allocator is malloc, and the process RSS also holds Python and the torch libraries). This
+``TorchDispatchMode`` sees every tensor an operator returns, also inside autograd's backward, and counts each
+storage once from its first appearance until it is freed (a weak reference to the storage), so its peak is
+the same quantity measured on the CPU: what the planner's formulas describe, without the CUDA context and
+allocator slack. Tensors that exist before the mode starts are counted when passed in (model weights).
+
+The peak is kept per phase: "generation" while TRL's profiling context of a ``*.generate`` call is open,
+"training" otherwise (scoring passes, forward, backward, optimizer), so each planner phase has its own check.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable
+from unittest import mock
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.weak import WeakIdKeyDictionary
+
+
+class LiveTensorBytes(TorchDispatchMode):
+    """Counts live tensor storages and their peak per phase while active (see the module docstring)."""
+
+    def __init__(self, tensors: Iterable[torch.Tensor] = ()):
+        super().__init__()
+        self.sizes = WeakIdKeyDictionary()  # storage -> bytes counted for it
+        self._bytes: dict[int, int] = {}  # id(storage) -> the same, for the finalizer (the key is gone by then)
+        self.live = 0
+        self.phase = "training"
+        self.peak = {"generation": 0, "training": 0}
+        self._patch = None
+        for t in tensors:
+            self._count(t)
+
+    def _freed(self, key: int) -> None:
+        self.live -= self._bytes.pop(key, 0)
+
+    def _count(self, t: torch.Tensor) -> None:
+        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+            return
+        storage = t.untyped_storage()
+        size = storage.nbytes()
+        known = self.sizes.get(storage)
+        if known is None:
+            key = id(storage)
+            self._bytes[key] = size
+            weakref.finalize(storage, self._freed, key)
+        elif known == size:
+            return
+        else:  # resized in place: count the difference
+            self._bytes[id(storage)] = size
+        self.live += size - (known or 0)
+        self.sizes[storage] = size
+        if self.live > self.peak[self.phase]:
+            self.peak[self.phase] = self.live
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            self._count(t)
+        return out
+
+    def __enter__(self):
+        from trl.extras.profiling import ProfilingContext
+
+        tracker, enter, exit_ = self, ProfilingContext.__enter__, ProfilingContext.__exit__
+
+        def entered(context):
+            if context.name.endswith("generate"):
+                tracker.phase = "generation"
+            return enter(context)
+
+        def exited(context, *exc):
+            if context.name.endswith("generate"):
+                tracker.phase = "training"
+            return exit_(context, *exc)
+
+        self._patch = mock.patch.multiple(ProfilingContext, __enter__=entered, __exit__=exited)
+        self._patch.start()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._patch.stop()
+        return super().__exit__(*exc)
