@@ -3,6 +3,8 @@
     python benchmarks/grpo_step.py gsm8k_tiny --steps 3                      # CPU, tiny model, about a minute
     python benchmarks/grpo_step.py gsm8k_llama --random-weights meta-llama/Llama-3.1-8B-Instruct --steps 5
     python benchmarks/grpo_step.py gsm8k_qwen trainer.use_vllm=true trainer.vllm_mode=colocate --steps 5
+    python benchmarks/grpo_step.py gsm8k_qwen --random-weights Qwen/Qwen2.5-1.5B-Instruct --layers 4 --steps 1 \
+        --count-tensors trainer.bf16=false   # CPU: the memory planner against live tensor bytes, per phase
 
 Runs N optimizer steps of a recipe (any ``section.key=value`` override) through the same ``build_trainer`` as
 ``recipes/run.py`` and prints one row per step. Phases come from TRL's own profiling (``profiling_context``:
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
+import gc
 import math
 import resource
 import sys
@@ -48,7 +50,7 @@ import torch
 from tqdm import tqdm
 from transformers import TrainerCallback
 
-from benchmarks.live_tensors import LiveTensorBytes
+from benchmarks.live_tensors import LiveTensorBytes, planner_check
 from recipes.data import DataError
 from recipes.memory_plan import GIB, plan_memory, section, steps_per_generation, trainer_settings
 from recipes.recipe import RecipeError, load_recipe
@@ -176,7 +178,10 @@ def build_random_model(config, folder: Path, dtype: str) -> None:
         )
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    del model
+    del model  # free it now: a copy left on the GPU would count in the measured peak of the run that loads it
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool = False):
@@ -210,7 +215,8 @@ def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool
 
     trainer._generate_and_score_completions = widths_recorded
     tensors = [*trainer.model.parameters(), *trainer.model.buffers()]
-    live = LiveTensorBytes(tensors) if count_tensors else contextlib.nullcontext()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    live = LiveTensorBytes(tensors, device) if count_tensors else contextlib.nullcontext()
     with mock.patch.object(ProfilingContext, "_log_metrics", record), live:
         trainer.train()
     timer.bar.close()
@@ -231,37 +237,6 @@ def mean_step(steps: list[Step]) -> Step:
     mean = Step(**{n: sum(getattr(s, n) for s in steps) / len(steps) for n in names})
     mean.peak_bytes = max(s.peak_bytes for s in steps)
     return mean
-
-
-def planner_check(recipe, model_config, plan, measured: dict, card_bytes: int) -> list[str]:
-    """Live-tensor peak per phase beside the planner's: at the recipe's token budget and at the widths run.
-
-    The planner's numbers here leave out its CUDA overhead constant (not a tensor) and, without a GPU, model TRL's
-    CPU run (``gpu=False``: TRL's torch fallback of the fused log-prob head, float dropout masks).
-    """
-    as_run = copy.deepcopy(recipe.config)
-    as_run["data"]["max_prompt_tokens"] = measured["prompt_tokens"]
-    as_run["trainer"]["max_completion_length"] = measured["completion_tokens"]
-    gpu = bool(card_bytes)
-    plans = [plan_memory(c, model_config=model_config, gpu=gpu) for c in (recipe.config, as_run)]
-    budget = f"{plan.prompt_tokens}+{plan.completion_tokens}"
-    run = f"{measured['prompt_tokens']}+{measured['completion_tokens']}"
-    lines = [
-        "planner check, live tensor bytes (counted op by op, so the timings above are slowed; planner without its "
-        f"{plan.overhead / GIB:.2f} GB CUDA overhead{'' if gpu else ', planned for a CPU run'}):",
-        f"{'phase':<11} {'measured GB':>11} {'planned at ' + budget:>20} {'planned at ' + run + ' (as run)':>28} "
-        f"{'as run / measured':>17}",
-    ]
-    for phase, peak in measured["peak"].items():
-        at_budget, at_run = (
-            p.resident - p.overhead + (p.generation_phase(card_bytes) if phase == "generation" else p.training_phase)
-            for p in plans
-        )
-        ratio = f"{at_run / peak:.2f}" if peak else "n/a"
-        lines.append(
-            f"{phase:<11} {peak / GIB:>11.3f} {at_budget / GIB:>20.3f} {at_run / GIB:>28.3f} {ratio:>17}"
-        )
-    return lines
 
 
 def report(recipe, steps: list[Step], plan, t: dict, hardware: str | None, card_bytes: int) -> str:
@@ -309,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3, help="optimizer steps to time (default 3)")
     parser.add_argument("--random-weights", choices=list(SHAPES), help="random-weight model of this shape")
     parser.add_argument(
-        "--layers", type=int, help="with --random-weights: this many decoder layers (a CPU-sized model of full width)"
+        "--layers",
+        type=int,
+        help="with --random-weights: this many decoder layers (a CPU-sized model of full width)",
     )
     parser.add_argument("--hardware", choices=list(HARDWARE), help="floor for this GPU (default: detected)")
     parser.add_argument(

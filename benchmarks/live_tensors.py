@@ -1,7 +1,7 @@
 """Peak bytes of live tensors, counted op by op: the allocator-free measure a CPU run can give the memory planner.
 
     from benchmarks.live_tensors import LiveTensorBytes
-    with LiveTensorBytes(model.parameters()) as live:
+    with LiveTensorBytes(model.parameters(), device_type="cpu") as live:
         trainer.train()
     live.peak  # {"generation": bytes, "training": bytes}
 
@@ -18,6 +18,7 @@ The peak is kept per phase: "generation" while TRL's profiling context of a ``*.
 
 from __future__ import annotations
 
+import copy
 import weakref
 from collections.abc import Iterable
 from unittest import mock
@@ -27,14 +28,19 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.weak import WeakIdKeyDictionary
 
+from recipes.memory_plan import GIB, plan_memory
+
 
 class LiveTensorBytes(TorchDispatchMode):
     """Counts live tensor storages and their peak per phase while active (see the module docstring)."""
 
-    def __init__(self, tensors: Iterable[torch.Tensor] = ()):
+    def __init__(self, tensors: Iterable[torch.Tensor] = (), device_type: str = "cpu"):
         super().__init__()
+        self.device_type = device_type  # only this device's tensors count (host tensors of a GPU run do not)
         self.sizes = WeakIdKeyDictionary()  # storage -> bytes counted for it
-        self._bytes: dict[int, int] = {}  # id(storage) -> the same, for the finalizer (the key is gone by then)
+        self._bytes: dict[
+            int, int
+        ] = {}  # id(storage) -> the same, for the finalizer (the key is gone by then)
         self.live = 0
         self.phase = "training"
         self.peak = {"generation": 0, "training": 0}
@@ -46,7 +52,7 @@ class LiveTensorBytes(TorchDispatchMode):
         self.live -= self._bytes.pop(key, 0)
 
     def _count(self, t: torch.Tensor) -> None:
-        if not isinstance(t, torch.Tensor) or t.device.type == "meta":
+        if not isinstance(t, torch.Tensor) or t.device.type != self.device_type:
             return
         storage = t.untyped_storage()
         size = storage.nbytes()
@@ -61,8 +67,7 @@ class LiveTensorBytes(TorchDispatchMode):
             self._bytes[id(storage)] = size
         self.live += size - (known or 0)
         self.sizes[storage] = size
-        if self.live > self.peak[self.phase]:
-            self.peak[self.phase] = self.live
+        self.peak[self.phase] = max(self.peak[self.phase], self.live)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -92,3 +97,39 @@ class LiveTensorBytes(TorchDispatchMode):
     def __exit__(self, *exc):
         self._patch.stop()
         return super().__exit__(*exc)
+
+
+def planner_check(recipe, model_config, plan, measured: dict, card_bytes: int) -> list[str]:
+    """Live-tensor peak per phase beside the planner's: at the recipe's token budget and at the widths run.
+
+    The planner's numbers here leave out its CUDA overhead constant (not a tensor) and, without a GPU, model TRL's
+    CPU run (``gpu=False``: TRL's torch fallback of the fused log-prob head, float dropout masks).
+    """
+    as_run = copy.deepcopy(recipe.config)
+    as_run["data"]["max_prompt_tokens"] = measured["prompt_tokens"]
+    as_run["trainer"]["max_completion_length"] = measured["completion_tokens"]
+    gpu = bool(card_bytes)
+    plans = [plan_memory(c, model_config=model_config, gpu=gpu) for c in (recipe.config, as_run)]
+    budget = f"{plan.prompt_tokens}+{plan.completion_tokens}"
+    run = f"{measured['prompt_tokens']}+{measured['completion_tokens']}"
+    title = (
+        "planner check, live tensor bytes (counted op by op, so the timings above are slowed; planner without its "
+        f"{plan.overhead / GIB:.2f} GB CUDA overhead{'' if gpu else ', planned for a CPU run'}):"
+    )
+    header = (
+        f"{'phase':<11} {'measured GB':>11} {'planned at ' + budget:>20} {'planned at ' + run + ' (as run)':>28} "
+        f"{'as run / measured':>17}"
+    )
+    lines = [title, header]
+    for phase, peak in measured["peak"].items():
+        at_budget, at_run = (
+            p.resident
+            - p.overhead
+            + (p.generation_phase(card_bytes) if phase == "generation" else p.training_phase)
+            for p in plans
+        )
+        ratio = f"{at_run / peak:.2f}" if peak else "n/a"
+        lines.append(
+            f"{phase:<11} {peak / GIB:>11.3f} {at_budget / GIB:>20.3f} {at_run / GIB:>28.3f} {ratio:>17}"
+        )
+    return lines

@@ -291,7 +291,9 @@ def plan_memory(
     head_fp32 = t["cast_lm_head_to_fp32"]
     rows = min(scored, LOGPROB_TILE[0])
     tile = rows * LOGPROB_TILE[1] * (4 if head_fp32 else a)
-    if not gpu:  # _backward_tile's fp32 temporaries (y, z, log_p, p, grad, is_target.float(), a product), a mask
+    if (
+        not gpu
+    ):  # _backward_tile's fp32 temporaries (y, z, log_p, p, grad, is_target.float(), a product), a mask
         tile += rows * min(v, LOGPROB_TILE[1]) * (7 * 4 + 1)
     logprob = scored * (a * h + 36) + scored * h * (4 + a + (4 if head_fp32 else 0)) + tile
     adapted = {x.name.rsplit(".", 1)[-1] for x in targets}

@@ -37,7 +37,7 @@ SECTIONS: dict[str, dict[str, Key]] = {
     "lora": {
         "r": Key((int,), 16, "adapter rank"),
         "alpha": Key((int, float), 32, "LoRA scaling numerator (scale = alpha / r)"),
-        "dropout": Key((int, float), 0.05, "dropout on the adapter input"),
+        "dropout": Key((int, float), 0.0, "dropout on the adapter input (also active while TRL generates)"),
         "target_modules": Key((str, list), "all-linear", "'all-linear' or a list of module names"),
     },
     "data": {

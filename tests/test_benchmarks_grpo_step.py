@@ -130,7 +130,10 @@ def test_planner_matches_live_tensors_of_a_full_width_qwen_shape():
 
 def test_layers_needs_random_weights():
     result = _run("gsm8k_tiny", "--layers", "2", timeout=120)
-    assert result.returncode == 2 and "--layers takes a positive number and needs --random-weights" in result.stderr
+    assert (
+        result.returncode == 2
+        and "--layers takes a positive number and needs --random-weights" in result.stderr
+    )
 
 
 @pytest.mark.slow

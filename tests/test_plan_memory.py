@@ -122,9 +122,12 @@ def test_logprob_tile_is_trls_buffer_whatever_the_vocabulary():
 
     assert LOGPROB_TILE == (TOKEN_CHUNK_SIZE, _CHUNKED_LOGPROB_CHUNK_SIZE)
     narrow, wide = (
-        plan_memory(recipe_config(LLAMA), model_config=_with_vocab(config_for(LLAMA), v)) for v in (512, 128256)
+        plan_memory(recipe_config(LLAMA), model_config=_with_vocab(config_for(LLAMA), v))
+        for v in (512, 128256)
     )
-    assert wide.logprob_workspace - narrow.logprob_workspace == 0  # the tile is the only vocabulary-sized part
+    assert (
+        wide.logprob_workspace - narrow.logprob_workspace == 0
+    )  # the tile is the only vocabulary-sized part
 
 
 def _with_vocab(config, vocab: int):
