@@ -15,18 +15,10 @@ Peak memory is ``torch.cuda.max_memory_allocated`` on a GPU, else the process's 
 next to the memory planner's prediction (``plan_memory(...).peak(card)``; on a CPU the RSS also counts the
 Python and torch libraries, so the two only agree in size).
 
-Floor per optimizer step (model weights W bytes, N parameters, C completions of up to L tokens after prompts
-of up to P tokens, R generation rounds per step; bandwidth B and dense bf16 FLOP/s F from HARDWARE):
-    generation: decoding is memory-bound, each decode step reads the weights once for the whole batch:
-                R x L x W / B
-    training:   LoRA + activation checkpointing: forward 2N + backward through activations 2N + recompute 2N
-                = 6N FLOPs per token (LoRA weight gradients are negligible; full fine-tuning would add 2N):
-                6 x N x C x (P + L) / F
-Lengths are the recipe's maxima, so short (EOS-stopped) completions can beat the floor. Without a known GPU
-the floor is "n/a" (a CPU has no single bandwidth figure worth stating). ``--random-weights NAME`` builds a
-model of a shipped shape (recipes/shapes.py) with random weights and the real vocabulary size, saved with the
-tiny model's tokenizer (its ids all lie inside the real vocabulary): random weights almost never emit that
-tokenizer's EOS, so every completion runs to L tokens, the case the floor describes.
+The floor and its arithmetic are in ``benchmarks/floor.py``. ``--random-weights NAME`` builds a model of a
+shipped shape (recipes/shapes.py) with random weights and the real vocabulary size, saved with the tiny model's
+tokenizer (its ids all lie inside the real vocabulary): random weights almost never emit that tokenizer's EOS,
+so every completion runs to max_completion_length, the case the floor describes.
 """
 
 from __future__ import annotations
@@ -34,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import math
 import resource
 import sys
 import tempfile
@@ -50,14 +41,13 @@ import torch
 from tqdm import tqdm
 from transformers import TrainerCallback
 
+from benchmarks.floor import HARDWARE, detect_hardware, floor_seconds
 from benchmarks.live_tensors import LiveTensorBytes, planner_check
 from recipes.data import DataError
-from recipes.memory_plan import GIB, plan_memory, section, steps_per_generation, trainer_settings
+from recipes.memory_plan import GIB, plan_memory, section, trainer_settings
 from recipes.recipe import RecipeError, load_recipe
 from recipes.shapes import SHAPES, config_for, load_model_config
 
-# name -> (achievable HBM bytes/s, peak dense bf16 FLOP/s). H200: 4.8 TB/s peak, ~4.3 measured by copy kernels.
-HARDWARE = {"h200": (4.3e12, 989e12), "h100": (3.0e12, 989e12), "a100": (2.0e12, 312e12)}
 SAMPLE_DATA = "samples/gsm8k_train_sample.jsonl"
 COLUMNS = (
     "step",
@@ -140,24 +130,6 @@ class StepTimer(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.steps and logs and "completions/mean_length" in logs:  # logging_steps=1: this step's mean
             self.steps[-1].tokens = logs["completions/mean_length"] * self.completions_per_step
-
-
-def floor_seconds(plan, t: dict, hardware: str) -> tuple[float, float]:
-    """``(generation, training)`` floor in seconds per optimizer step (formulas in the module docstring)."""
-    bandwidth, flops = HARDWARE[hardware]
-    rounds = math.ceil(t["gradient_accumulation_steps"] / steps_per_generation(t))
-    completions = plan.batch * t["gradient_accumulation_steps"]
-    generation = rounds * plan.completion_tokens * plan.weights / bandwidth
-    training = 6 * plan.base_params * completions * (plan.prompt_tokens + plan.completion_tokens) / flops
-    return generation, training
-
-
-def detect_hardware(requested: str | None) -> str | None:
-    """The HARDWARE key for this machine's GPU (``requested`` wins), or None without a known GPU."""
-    if requested or not torch.cuda.is_available():
-        return requested
-    name = torch.cuda.get_device_name(0).lower()
-    return next((key for key in HARDWARE if key in name), None)
 
 
 def build_random_model(config, folder: Path, dtype: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 from conftest import REPO
 
+from benchmarks.floor import floor_seconds
 from recipes.memory_plan import plan_memory, trainer_settings
 from recipes.recipe import load_recipe
 from recipes.shapes import config_for
@@ -30,8 +31,8 @@ def _llama_plan(overrides=()):
     return plan, trainer_settings(recipe.config)
 
 
-def test_llama_8b_floor_on_h200_matches_the_documented_arithmetic(bench):
-    generation, training = bench.floor_seconds(*_llama_plan(), "h200")
+def test_llama_8b_floor_on_h200_matches_the_documented_arithmetic():
+    generation, training = floor_seconds(*_llama_plan(), "h200")
     # 16.06 GB of bf16 weights / 4.3 TB/s = 3.73 ms per decode step, x 512 steps, one generation round
     assert generation == pytest.approx(16_060_522_496 / 4.3e12 * 512)
     assert generation == pytest.approx(1.91, abs=0.01)
@@ -40,9 +41,9 @@ def test_llama_8b_floor_on_h200_matches_the_documented_arithmetic(bench):
     assert training == pytest.approx(0.90, abs=0.01)
 
 
-def test_floor_counts_one_generation_round_per_steps_per_generation(bench):
-    one_round, _ = bench.floor_seconds(*_llama_plan(), "a100")
-    four_rounds, training = bench.floor_seconds(*_llama_plan(["trainer.steps_per_generation=1"]), "a100")
+def test_floor_counts_one_generation_round_per_steps_per_generation():
+    one_round, _ = floor_seconds(*_llama_plan(), "a100")
+    four_rounds, training = floor_seconds(*_llama_plan(["trainer.steps_per_generation=1"]), "a100")
     assert four_rounds == pytest.approx(4 * one_round)  # 4 accumulation steps, a generation before each
     assert training == pytest.approx(6 * 8_030_261_248 * 24 * 768 / 312e12)
 
