@@ -26,7 +26,6 @@ from unittest import mock
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.weak import WeakIdKeyDictionary
 
 from recipes.memory_plan import GIB, plan_memory
 
@@ -37,10 +36,7 @@ class LiveTensorBytes(TorchDispatchMode):
     def __init__(self, tensors: Iterable[torch.Tensor] = (), device_type: str = "cpu"):
         super().__init__()
         self.device_type = device_type  # only this device's tensors count (host tensors of a GPU run do not)
-        self.sizes = WeakIdKeyDictionary()  # storage -> bytes counted for it
-        self._bytes: dict[
-            int, int
-        ] = {}  # id(storage) -> the same, for the finalizer (the key is gone by then)
+        self.counted: dict[int, int] = {}  # id(storage) -> its bytes; its finalizer removes it when freed
         self.live = 0
         self.phase = "training"
         self.peak = {"generation": 0, "training": 0}
@@ -49,24 +45,20 @@ class LiveTensorBytes(TorchDispatchMode):
             self._count(t)
 
     def _freed(self, key: int) -> None:
-        self.live -= self._bytes.pop(key, 0)
+        self.live -= self.counted.pop(key)
 
     def _count(self, t: torch.Tensor) -> None:
         if not isinstance(t, torch.Tensor) or t.device.type != self.device_type:
             return
-        storage = t.untyped_storage()
-        size = storage.nbytes()
-        known = self.sizes.get(storage)
-        if known is None:
-            key = id(storage)
-            self._bytes[key] = size
-            weakref.finalize(storage, self._freed, key)
-        elif known == size:
+        storage = t.untyped_storage()  # one Python object per storage while it lives, so id() is its key
+        key, size = id(storage), storage.nbytes()
+        known = self.counted.get(key)
+        if known == size:
             return
-        else:  # resized in place: count the difference
-            self._bytes[id(storage)] = size
+        if known is None:
+            weakref.finalize(storage, self._freed, key)
+        self.counted[key] = size  # new, or resized in place: count the difference
         self.live += size - (known or 0)
-        self.sizes[storage] = size
         self.peak[self.phase] = max(self.peak[self.phase], self.live)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -102,8 +94,8 @@ class LiveTensorBytes(TorchDispatchMode):
 def planner_check(recipe, model_config, plan, measured: dict, card_bytes: int) -> list[str]:
     """Live-tensor peak per phase beside the planner's: at the recipe's token budget and at the widths run.
 
-    The planner's numbers here leave out its CUDA overhead constant (not a tensor) and, without a GPU, model TRL's
-    CPU run (``gpu=False``: TRL's torch fallback of the fused log-prob head, float dropout masks).
+    The planner's numbers here leave out its CUDA overhead constant (not a tensor) and, without a GPU, plan a CPU
+    run (``gpu=False``: TRL's torch fallback of the fused log-prob head, float dropout masks).
     """
     as_run = copy.deepcopy(recipe.config)
     as_run["data"]["max_prompt_tokens"] = measured["prompt_tokens"]

@@ -287,13 +287,13 @@ def plan_memory(
             adapters[int(x.name.split(".")[2])] += x.in_features * lora_in + lora["r"] * a
     full = [layer + adapters[k] for k in range(n_layers)]
     kept = [k for k in range(n_layers) if k % t["every_n_layers"] == 0]  # the checkpointed layers
-    checkpointed = len(kept) * a * h + sum(full) - sum(full[k] for k in kept) + max(full[k] for k in kept)
+    heaviest = max(full[k] for k in kept)  # the layer recomputed in backward
+    checkpointed = len(kept) * a * h + sum(full) - sum(full[k] for k in kept) + heaviest
     head_fp32 = t["cast_lm_head_to_fp32"]
     rows = min(scored, LOGPROB_TILE[0])
     tile = rows * LOGPROB_TILE[1] * (4 if head_fp32 else a)
-    if (
-        not gpu
-    ):  # _backward_tile's fp32 temporaries (y, z, log_p, p, grad, is_target.float(), a product), a mask
+    # torch fallback: _backward_tile's 7 fp32 temporaries (y, z, log_p, p, grad, is_target.float(), a product), a mask
+    if not gpu:
         tile += rows * min(v, LOGPROB_TILE[1]) * (7 * 4 + 1)
     logprob = scored * (a * h + 36) + scored * h * (4 + a + (4 if head_fp32 else 0)) + tile
     adapted = {x.name.rsplit(".", 1)[-1] for x in targets}
@@ -329,7 +329,7 @@ def plan_memory(
         lora_grads=trainable * lora_bytes,
         activations_checkpointed=tokens * (checkpointed + 4 * h),
         activations_full=tokens * (sum(full) + 4 * h),
-        recomputed_layer=tokens * max(full[k] for k in kept),
+        recomputed_layer=tokens * heaviest,
         backward_workspace=tokens * (3 * a * i + 8 * h),
         logprob_workspace=logprob,
         dequant_buffer=0 if quant == "none" else largest_linear * w,
