@@ -126,6 +126,10 @@ def train(recipe) -> Path:
     trainer.save_state()  # trainer_state.json: what stats.curves plots
     if state.is_main_process:
         logger.info("Final adapter saved to %s", output_dir)
+    # Close the process group while every rank is alive: a gloo group left to the interpreter's exit can abort a
+    # finished run ("terminate called without an active exception") and fail the launcher.
+    state.wait_for_everyone()
+    state.destroy_process_group()
     return output_dir
 
 
