@@ -23,10 +23,11 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from recipes.data import DataError, load_gsm8k
+from common.errors import UserError
+from recipes.data import load_gsm8k
 from recipes.evaluate import eval_data, select_questions
-from recipes.generation import Decoding, EvaluationError, derive_seed, load_generator, prompt_token_ids
-from recipes.recipe import RecipeError, load_recipe
+from recipes.generation import Decoding, derive_seed, load_generator, prompt_token_ids
+from recipes.recipe import load_recipe
 
 
 def time_engine(
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_intermixed_args(argv)
     try:
         print(format_table(run(args)))
-    except (RecipeError, EvaluationError, DataError) as e:
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -43,7 +43,7 @@ from transformers import TrainerCallback
 
 from benchmarks.floor import HARDWARE, detect_hardware, floor_seconds
 from benchmarks.live_tensors import LiveTensorBytes, planner_check
-from recipes.data import DataError
+from common.errors import UserError
 from recipes.memory_plan import GIB, plan_memory, section, trainer_settings
 from recipes.recipe import RecipeError, load_recipe
 from recipes.shapes import SHAPES, config_for, load_model_config
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                 build_random_model(model_config, Path(tmp) / "model", model["dtype"])
             completions = plan.batch * t["gradient_accumulation_steps"]
             steps, measured = run_steps(recipe, completions, args.steps, args.count_tensors)
-        except (RecipeError, DataError) as e:
+        except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0

@@ -2,65 +2,53 @@
 
 from callbacks import build_callbacks
 build_callbacks([{"name": "reward_table", "every_steps": 25}])
+build_callbacks([{"path": "my_pkg.my_module:MyCallback", "threshold": 0.5}])   # a plug-in
 """
 
 from __future__ import annotations
 
-import difflib
-import inspect
-
 from callbacks.reward_table import RewardTableCallback
+from common.specs import SpecError, build_specs
 
 # Registered name -> TrainerCallback class; recipe entries are {name: ..., <constructor arguments>}.
 CALLBACKS = {"reward_table": RewardTableCallback}
 
 
-class CallbackSpecError(ValueError):
+class CallbackSpecError(SpecError):
     """A recipe's ``callbacks:`` entry names an unknown callback or passes bad parameters."""
 
 
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
+def _check_callback(callback, spec) -> None:
+    from transformers import TrainerCallback
+
+    if not isinstance(callback, TrainerCallback):
+        raise CallbackSpecError(
+            f"built a {type(callback).__name__}, not a transformers.TrainerCallback: point `path` at a "
+            "TrainerCallback subclass, or at a function returning an instance of one."
+        )
 
 
 def build_callbacks(specs: list[dict]) -> list:
     """Instantiate the callbacks a recipe lists.
 
     Args:
-        specs: The recipe's ``callbacks:`` list, e.g. ``[{"name": "reward_table", "every_steps": 25}]``.
+        specs: The recipe's ``callbacks:`` list: ``{name: <registered>, <params>}`` or
+            ``{path: "package.module:Class", <params>}`` (a TrainerCallback class, or a function returning one).
 
     Returns:
         One TrainerCallback per spec, in order.
 
     Raises:
-        CallbackSpecError: Naming the entry (``callbacks[i]``), what is wrong, and the closest valid choice.
+        CallbackSpecError: Every bad entry at once, each naming ``callbacks[i]``, what is wrong, and the
+            closest valid choice.
     """
-    if not isinstance(specs, list):
-        raise CallbackSpecError(
-            f"callbacks must be a list of {{name: ..., ...}} entries, got {type(specs).__name__}"
-        )
-    built = []
-    for i, spec in enumerate(specs):
-        where = f"callbacks[{i}]"
-        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise CallbackSpecError(f"{where} must be a mapping with a 'name' key, got {spec!r}")
-        name, params = spec["name"], {k: v for k, v in spec.items() if k != "name"}
-        if name not in CALLBACKS:
-            raise CallbackSpecError(
-                f"{where}: unknown callback {name!r}.{_did_you_mean(name, CALLBACKS)} "
-                f"Available: {', '.join(CALLBACKS)}"
-            )
-        cls = CALLBACKS[name]
-        accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-        for key in params:
-            if key not in accepted:
-                raise CallbackSpecError(
-                    f"{where} ({name}): unknown parameter {key!r}.{_did_you_mean(key, accepted)} "
-                    f"Parameters: {', '.join(accepted) or 'none'}"
-                )
-        try:
-            built.append(cls(**params))
-        except (TypeError, ValueError) as e:
-            raise CallbackSpecError(f"{where} ({name}): {e}") from e
-    return built
+    built = build_specs(
+        "callbacks",
+        specs,
+        CALLBACKS,
+        example="{name: reward_table, every_steps: 25}",
+        call_functions=True,
+        check=_check_callback,
+        error=CallbackSpecError,
+    )
+    return [callback for callback, _ in built]

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from common.errors import UserError
 from recipes.atomic import write_text_atomically
 from recipes.recipe import load_recipe
 
@@ -38,7 +39,7 @@ DRIVE = Path("/content/drive")
 GIB = 2**30
 
 
-class ColabError(RuntimeError):
+class ColabError(UserError):
     """A notebook step cannot go on; the message says why and what to change."""
 
 

@@ -12,12 +12,14 @@ from pathlib import Path
 
 from datasets import Dataset, load_dataset
 
+from common.errors import UserError
+
 logger = logging.getLogger(__name__)
 SAMPLES = Path(__file__).parent / "samples"
 SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
-class DataError(ValueError):
+class DataError(UserError):
     """A dataset that does not have GSM8K's shape; the message names the file and row."""
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from common.errors import UserError
 from recipes import generation
 from recipes.eval_records import (
     append_records,
@@ -48,7 +49,7 @@ from recipes.eval_records import (
     summary,
 )
 from recipes.generation import Decoding, EvaluationError
-from recipes.recipe import RecipeError, load_recipe
+from recipes.recipe import load_recipe
 
 logger = logging.getLogger("recipes.evaluate")
 SPLIT_WORDS = ("train", "test", "validation", "valid", "val", "dev")
@@ -197,14 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
-    from callbacks.errors import CheckpointError
-    from recipes.data import DataError
-
     args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         print(evaluate(args))
-    except (RecipeError, EvaluationError, CheckpointError, DataError) as e:
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

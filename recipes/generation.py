@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from common.errors import UserError
+
 # vLLM compiles LoRA kernels for these ranks only; an adapter needs the smallest one at least its rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 # vLLM reserves KV cache for the model's full context (128k tokens for Llama 3.1) unless told less; GSM8K
@@ -26,7 +28,7 @@ VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_PROMPT_TOKENS = 2048
 
 
-class EvaluationError(ValueError):
+class EvaluationError(UserError):
     """An evaluation that cannot run as asked; the message says why and how to fix it."""
 
 

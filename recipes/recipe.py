@@ -21,12 +21,13 @@ from typing import Any
 
 import yaml
 
+from common.errors import UserError
 from recipes import schema
 
 RECIPE_DIR = Path(__file__).parent
 
 
-class RecipeError(ValueError):
+class RecipeError(UserError):
     """A recipe that cannot run: the message says where, what was expected, and how to fix it."""
 
 

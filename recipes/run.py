@@ -20,9 +20,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from callbacks.errors import CheckpointError
-from recipes.data import DataError
-from recipes.recipe import RecipeError, available, load_recipe
+from common.errors import UserError
+from recipes.recipe import available, load_recipe
 
 logger = logging.getLogger("recipes.run")
 
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
             print(render_plan(recipe))
         else:
             train(recipe)
-    except (RecipeError, DataError, CheckpointError) as e:  # the user's to fix: the message, not a traceback
+    except UserError as e:  # the user's to fix: the message, not a traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

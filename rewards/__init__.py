@@ -12,10 +12,17 @@ logs as ``rewards/<name>/mean``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from itertools import product
 from typing import Any
 
-from rewards._specs import RewardSpecError, build_one, reward_name
+from common.specs import build_specs
+from rewards._specs import (
+    TRL_ARGUMENTS,
+    RewardSpecError,
+    check_correctness_pays_most,
+    check_reward,
+    reward_name,
+    weight_of,
+)
 from rewards.correctness import Correctness
 from rewards.format import Format
 from rewards.trl_builtins import Repetition, SoftOverlong
@@ -28,21 +35,6 @@ REWARDS: dict[str, type] = {
     "soft_overlong": SoftOverlong,
     "repetition": Repetition,
 }
-
-
-def _check_format_pays_less(funcs: list[Callable], weights: list[float]) -> None:
-    """Format without a correct answer must earn less than a correct answer, or GRPO learns format only."""
-    formats = [(i, f.max_reward * w) for i, (f, w) in enumerate(zip(funcs, weights)) if isinstance(f, Format)]
-    corrects = [
-        (i, f.reward * w) for i, (f, w) in enumerate(zip(funcs, weights)) if isinstance(f, Correctness)
-    ]
-    for (fi, format_pay), (ci, correct_pay) in product(formats, corrects):
-        if correct_pay > 0 and format_pay >= correct_pay:
-            raise RewardSpecError(
-                f"rewards[{fi}] (format): can pay {format_pay:g} (max_reward x weight) but a correct answer "
-                f"pays {correct_pay:g} (rewards[{ci}] correctness: reward x weight): format without a correct "
-                "answer must earn less. Lower format's max_reward or weight, or raise correctness's reward."
-            )
 
 
 def build_rewards(
@@ -68,27 +60,28 @@ def build_rewards(
     >>> [reward_name(f) for f in funcs], weights
     (['correctness', 'format'], [1.0, 0.5])
     """
-    if not isinstance(specs, (list, tuple)) or not specs:
-        raise RewardSpecError(
-            f"rewards must be a non-empty list of specs like [{{name: correctness, weight: 1.0}}], got {specs!r}."
-        )
-    funcs, weights, errors, seen = [], [], [], {}
-    for index, spec in enumerate(specs):
-        try:
-            func, weight = build_one(f"rewards[{index}]", spec, REWARDS, defaults or {})
-        except RewardSpecError as e:
-            errors.append(str(e))
-            continue
+    built = build_specs(
+        "rewards",
+        specs,
+        REWARDS,
+        example="{name: correctness, weight: 1.0}",
+        meta_keys=("weight",),
+        reserved=TRL_ARGUMENTS,
+        defaults=defaults,
+        required=True,
+        check=check_reward,
+        error=RewardSpecError,
+    )
+    funcs = [func for func, _ in built]
+    weights = [weight_of(spec) for _, spec in built]
+    seen: dict[str, int] = {}
+    for index, func in enumerate(funcs):
         name = reward_name(func)
         if name in seen:
-            errors.append(
+            raise RewardSpecError(
                 f"rewards[{index}] ({name}): repeats rewards[{seen[name]}]: TRL logs rewards by name "
                 f"(rewards/{name}/mean), so each may appear once."
             )
-        seen.setdefault(name, index)
-        funcs.append(func)
-        weights.append(weight)
-    if errors:
-        raise RewardSpecError("\n".join(errors))
-    _check_format_pays_less(funcs, weights)
+        seen[name] = index
+    check_correctness_pays_most(funcs, weights)
     return funcs, weights

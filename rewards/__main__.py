@@ -8,8 +8,9 @@ from __future__ import annotations
 import inspect
 import sys
 
+from common.specs import parameters
 from rewards import REWARDS
-from rewards._specs import parameters
+from rewards._specs import TRL_ARGUMENTS
 
 
 def describe(name: str, reward: type) -> str:
@@ -22,7 +23,7 @@ def describe(name: str, reward: type) -> str:
     doc = inspect.getdoc(reward).splitlines()[0].replace("``", "")
     params = ", ".join(
         f"{k} (required)" if p.default is inspect.Parameter.empty else f"{k}={p.default!r}"
-        for k, p in parameters(reward).items()
+        for k, p in parameters(reward, TRL_ARGUMENTS).items()
     )
     return f"{name}  {doc}\n    {params or '(no parameters)'}"
 

@@ -64,6 +64,12 @@ class Correctness:
     """
 
     __name__ = "correctness"
+    is_correctness = True  # the registry keeps every other reward paying less than this one
+
+    @property
+    def max_reward(self) -> float:
+        """What a correct answer with full-length reasoning earns."""
+        return self.reward
 
     def __init__(
         self,

@@ -42,6 +42,7 @@ class Format:
     """
 
     __name__ = "format"
+    is_correctness = False  # pays at most max_reward, which must stay below a correct answer's pay
 
     def __init__(self, *, style: str = "tags", max_reward: float = 1.5):
         self.style = check_style(style)

@@ -30,6 +30,7 @@ class SoftOverlong:
     """
 
     __name__ = "soft_overlong"
+    max_reward = 0.0  # a penalty: never positive
 
     def __init__(self, *, max_completion_length: int, soft_punish_cache: int):
         check_int("max_completion_length", max_completion_length, 1)
@@ -58,6 +59,7 @@ class Repetition:
     """
 
     __name__ = "repetition"
+    max_reward = 0.0  # a penalty: never positive
 
     def __init__(self, *, ngram_size: int = 3, max_penalty: float = -1.0):
         check_int("ngram_size", ngram_size, 1)

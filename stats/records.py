@@ -11,13 +11,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.errors import UserError
+
 REQUIRED_KEYS = ("id", "sample", "correct")
 _EXAMPLE = '{"id": "gsm8k-test-00042", "sample": 0, "correct": true}'
 # Enough to show a pattern without flooding the terminal when a whole file is wrong.
 _MAX_ERRORS_SHOWN = 5
 
 
-class InputError(ValueError):
+class InputError(UserError):
     """A problem with the user's input files or arguments; the message says what and how to fix it."""
 
 

@@ -20,12 +20,12 @@ def test_build_callbacks_from_recipe_specs():
     ("specs", "message"),
     [
         ([{"name": "reward_tabel"}],
-         r"callbacks\[0\]: unknown callback 'reward_tabel'\. Did you mean 'reward_table'\? Available: reward_table"),
+         r"callbacks\[0\] \(reward_tabel\): unknown callback 'reward_tabel'\. Did you mean 'reward_table'\? Available: reward_table"),
         ([{"name": "reward_table"}, {"name": "reward_table", "every_step": 5}],
          r"callbacks\[1\] \(reward_table\): unknown parameter 'every_step'\. Did you mean 'every_steps'\?"),
         ([{"name": "reward_table", "every_steps": 0}],
          r"callbacks\[0\] \(reward_table\): every_steps must be a positive integer, got 0"),
-        ([{"every_steps": 5}], r"callbacks\[0\] must be a mapping with a 'name' key"),
+        ([{"every_steps": 5}], r"callbacks\[0\]: give exactly one of `name` .* or `path`"),
         ({"name": "reward_table"}, "callbacks must be a list"),
     ],
 )  # fmt: skip

@@ -1,0 +1,9 @@
+"""What every package of the project shares: the user-error type and the builder of ``name:``/``path:`` specs.
+
+A leaf: it imports nothing from ``recipes``, ``rewards``, ``callbacks`` or ``stats``, and nothing heavy, so
+each of them (``stats`` too, which must start in about a second) can use it.
+"""
+
+from common.errors import UserError
+
+__all__ = ["UserError"]

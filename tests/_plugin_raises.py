@@ -1,0 +1,3 @@
+"""A plug-in module with a bug: importing it raises."""
+
+raise RuntimeError("plug-in bug at import")

@@ -1,0 +1,39 @@
+"""Plug-ins the spec tests point at by path (``_plugins:...``)."""
+
+from transformers import TrainerCallback
+
+
+class StepCounter(TrainerCallback):
+    """A user's callback: counts optimizer steps."""
+
+    def __init__(self, start: int = 0):
+        self.steps = start
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.steps += 1
+
+
+def make_counter(start: int = 5) -> StepCounter:
+    """A factory function: callbacks may be built by a function returning one."""
+    return StepCounter(start)
+
+
+def not_a_callback(start: int = 0) -> int:
+    return start
+
+
+def bonus_correct(completions, gold, **kwargs) -> list[float]:
+    """A user's own correctness reward: 10 for the gold string anywhere in the text."""
+    return [10.0 if g in str(c) else 0.0 for c, g in zip(completions, gold)]
+
+
+bonus_correct.max_reward = 10.0
+bonus_correct.is_correctness = True
+
+
+def shaping(completions, **kwargs) -> list[float]:
+    """A user's shaping reward that declares it can pay 3."""
+    return [3.0 for _ in completions]
+
+
+shaping.max_reward = 3.0
