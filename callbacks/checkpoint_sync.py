@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +24,7 @@ from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
+from callbacks.settings import CheckpointSettings
 from callbacks.stores import Store, open_store
 from callbacks.uploader import BackgroundUploader, UploadJob
 
@@ -128,48 +128,12 @@ def _broadcast(value):
     return box[0]
 
 
-def _check_arguments(uri, every_steps, keep_last, resume, run_id, overwrite, endpoint_url) -> None:
-    def positive(value):
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-    problems = []
-    if uri is not None and (not isinstance(uri, str) or not uri.strip()):
-        problems.append(f"checkpoint.uri must be null, s3://bucket/prefix or a folder, got {uri!r}")
-    if not positive(every_steps):
-        problems.append(f"checkpoint.every_steps must be a positive integer, got {every_steps!r}")
-    if keep_last is not None and not positive(keep_last):
-        problems.append(f"checkpoint.keep_last must be null or a positive integer, got {keep_last!r}")
-    if keep_last is not None and not uri:
-        problems.append(
-            "checkpoint.keep_last limits remote checkpoints and needs checkpoint.uri; "
-            "local ones are limited by trainer.save_total_limit"
-        )
-    if not isinstance(resume, str) or not resume.strip():
-        problems.append(f"checkpoint.resume must be latest, never, a path or a URI, got {resume!r}")
-    if run_id is not None and not (isinstance(run_id, str) and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)):
-        problems.append(f"checkpoint.run_id must be null or letters, digits, '.', '_', '-', got {run_id!r}")
-    if not isinstance(overwrite, bool):
-        problems.append(f"checkpoint.overwrite must be true or false, got {overwrite!r}")
-    if endpoint_url is not None and not (
-        isinstance(endpoint_url, str) and re.match(r"https?://", endpoint_url)
-    ):
-        problems.append(f"checkpoint.endpoint_url must be null or an http(s):// URL, got {endpoint_url!r}")
-    if problems:
-        raise CheckpointError("; ".join(problems))
-
-
 def prepare_checkpointing(
     *,
     output_dir: str,
     recipe_name: str,
     recipe_yaml: str,
-    uri: str | None = None,
-    every_steps: int = 25,
-    keep_last: int | None = None,
-    resume: str = "latest",
-    run_id: str | None = None,
-    overwrite: bool = False,
-    endpoint_url: str | None = None,
+    **settings,
 ) -> CheckpointPlan:
     """Check the storage, pick the checkpoint to resume from (downloading it), and build the sync callback.
 
@@ -177,14 +141,15 @@ def prepare_checkpointing(
         output_dir: The trainer's output_dir, where checkpoint-N folders are written.
         recipe_name: Recorded in every manifest.
         recipe_yaml: The resolved recipe, uploaded with every checkpoint as recipe.yaml.
-        uri: None (local checkpoints only), ``s3://bucket/prefix``, ``file:///folder`` or a folder path.
-        every_steps: Save interval; the caller sets the trainer's save_steps to it.
-        keep_last: Remote checkpoints to keep (None keeps all); the newest complete one is never deleted.
-        resume: ``latest`` (the newest complete checkpoint, remote or local), ``never``, or a checkpoint
-            path/URI (a run prefix means its newest complete checkpoint).
-        run_id: Recorded in manifests; None adopts the resumed run's id or makes a new one.
-        overwrite: Allow deleting another run's checkpoints at ``uri`` (or the output_dir's).
-        endpoint_url: S3-compatible endpoint (MinIO, R2).
+        **settings: The ``checkpoint:`` section's keys (``CheckpointSettings``, which holds their defaults):
+            uri: None (local checkpoints only), ``s3://bucket/prefix``, ``file:///folder`` or a folder path.
+            every_steps: Save interval; the caller sets the trainer's save_steps to it.
+            keep_last: Remote checkpoints to keep (None keeps all); the newest complete one is never deleted.
+            resume: ``latest`` (the newest complete checkpoint, remote or local), ``never``, or a checkpoint
+                path/URI (a run prefix means its newest complete checkpoint).
+            run_id: Recorded in manifests; None adopts the resumed run's id or makes a new one.
+            overwrite: Allow deleting another run's checkpoints at ``uri`` (or the output_dir's).
+            endpoint_url: S3-compatible endpoint (MinIO, R2).
 
     Only the main process talks to the store. Multi-node runs need output_dir on a filesystem every node
     shares: the main process downloads the checkpoint to resume from there, and uploads every rank's files.
@@ -192,7 +157,17 @@ def prepare_checkpointing(
     Raises:
         CheckpointError: Bad arguments, storage that cannot be used (said precisely), or a run conflict.
     """
-    _check_arguments(uri, every_steps, keep_last, resume, run_id, overwrite, endpoint_url)
+    try:
+        checkpoint = CheckpointSettings(**settings)
+    except TypeError as e:  # an unknown keyword
+        raise CheckpointError(f"prepare_checkpointing: {e}") from None
+    uri, every_steps, keep_last = checkpoint.uri, checkpoint.every_steps, checkpoint.keep_last
+    resume, run_id, overwrite, endpoint_url = (
+        checkpoint.resume,
+        checkpoint.run_id,
+        checkpoint.overwrite,
+        checkpoint.endpoint_url,
+    )
     output_dir = Path(output_dir)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     is_main = _partial_state().is_main_process if distributed else True

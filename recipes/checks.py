@@ -22,13 +22,13 @@ def generation_schedule(trainer: dict, processes: int | None = None) -> tuple[in
     """(generation batch in completions, steps_per_generation in micro-steps), as GRPOConfig derives them.
 
     Args:
-        trainer: The recipe's ``trainer:`` section (missing or null keys take GRPOConfig's defaults).
+        trainer: A resolved recipe's ``trainer:`` section.
         processes: Processes sharing the batch; defaults to this launch's world size.
     """
-    per_step = (trainer.get("per_device_train_batch_size") or 8) * (processes or world_size())
-    if trainer.get("generation_batch_size"):
+    per_step = trainer["per_device_train_batch_size"] * (processes or world_size())
+    if trainer["generation_batch_size"]:
         return trainer["generation_batch_size"], trainer["generation_batch_size"] // per_step
-    steps = trainer.get("steps_per_generation") or trainer.get("gradient_accumulation_steps") or 1
+    steps = trainer["steps_per_generation"] or trainer["gradient_accumulation_steps"]
     return per_step * steps, steps
 
 
@@ -36,12 +36,12 @@ def check_combinations(recipe: Recipe) -> None:
     """Raise RecipeError for settings that cannot work together, whatever the machine."""
     t, where = recipe.config["trainer"], recipe.origins
     errors = []
-    num_generations = t.get("num_generations", 8)
+    num_generations = t["num_generations"]
     batch, steps_per_generation = generation_schedule(t)
     if batch % num_generations:
         errors.append(
             f"trainer: the generation batch ({batch} completions = per_device_train_batch_size "
-            f"{t.get('per_device_train_batch_size', 8)} x {world_size()} processes x steps_per_generation "
+            f"{t['per_device_train_batch_size']} x {world_size()} processes x steps_per_generation "
             f"{steps_per_generation}) is not divisible by trainer.num_generations ({num_generations}) "
             f"(set in {where.get('trainer.num_generations', where.get('trainer', 'the recipe'))}). "
             f"Make per_device_train_batch_size a multiple of {num_generations}, or change num_generations."
@@ -49,15 +49,15 @@ def check_combinations(recipe: Recipe) -> None:
     # A GRPO generation batch lives only in memory and serves steps_per_generation x num_iterations micro-steps.
     # The trainer's micro-step counter restarts at 0 on resume, so a checkpoint inside that cycle would resume
     # with a fresh generation where the saved run would have reused its buffered one.
-    cycle = steps_per_generation * t.get("num_iterations", 1)
-    accumulation = t.get("gradient_accumulation_steps", 1)
+    cycle = steps_per_generation * t["num_iterations"]
+    accumulation = t["gradient_accumulation_steps"]
     every = recipe.config["checkpoint"]["every_steps"]
     if (every * accumulation) % cycle:
         step = cycle // math.gcd(cycle, accumulation)
         errors.append(
             f"checkpoint.every_steps ({every}) in {where.get('checkpoint.every_steps', 'the defaults')} cuts a GRPO "
             f"generation cycle in half: one generation batch serves {cycle} micro-steps (steps_per_generation "
-            f"{steps_per_generation} x num_iterations {t.get('num_iterations', 1)}) = {cycle / accumulation:g} "
+            f"{steps_per_generation} x num_iterations {t['num_iterations']}) = {cycle / accumulation:g} "
             f"optimizer steps, and a resumed run would not see the batch the saved one had. Use a multiple of "
             f"{step}, e.g. {max(step, every - every % step)}."
         )
@@ -67,7 +67,7 @@ def check_combinations(recipe: Recipe) -> None:
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
     for key in ("save_steps", "save_strategy", "reward_weights"):
-        if key in t:
+        if f"trainer.{key}" in where:
             errors.append(
                 f"trainer.{key} in {where.get('trainer.' + key)} is set by the runner from the recipe "
                 f"({'checkpoint.every_steps' if key.startswith('save') else 'rewards[].weight'}); set that instead."
@@ -81,21 +81,21 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
     m, t = recipe.config["model"], recipe.config["trainer"]
     errors = []
     if not cuda_available:
-        if m["dtype"] in ("bfloat16", "float16") or t.get("bf16") or t.get("fp16"):
+        if m["dtype"] in ("bfloat16", "float16") or t["bf16"] or t["fp16"]:
             errors.append(
-                f"{recipe.name} asks for {m['dtype']} weights / bf16={t.get('bf16')} mixed precision, which needs a "
+                f"{recipe.name} asks for {m['dtype']} weights / bf16={t['bf16']} mixed precision, which needs a "
                 "GPU, and none is visible. Run it on a GPU, or for a CPU smoke test pass model.dtype=float32 "
                 "trainer.bf16=false (or use the gsm8k_tiny recipe)."
             )
-        if t.get("use_vllm"):
+        if t["use_vllm"]:
             errors.append(
                 "trainer.use_vllm=true needs a CUDA GPU; set trainer.use_vllm=false on this machine."
             )
-    if t.get("use_vllm") and importlib.util.find_spec("vllm") is None:
+    if t["use_vllm"] and importlib.util.find_spec("vllm") is None:
         errors.append("trainer.use_vllm=true but vLLM is not installed: pip install 'grpo-recipes[vllm]'.")
     context = getattr(model_config, "max_position_embeddings", None)
     prompt = recipe.config["data"]["max_prompt_tokens"]
-    completion = t.get("max_completion_length", 256)
+    completion = t["max_completion_length"]
     if context and prompt and prompt + completion > context:
         errors.append(
             f"data.max_prompt_tokens ({prompt}) + trainer.max_completion_length ({completion}) = "

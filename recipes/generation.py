@@ -11,7 +11,6 @@ same order) draws the same tokens on the same hardware and library versions, wha
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -53,7 +52,7 @@ def decoding_for(
     *,
     samples: int = 1,
 ) -> Decoding:
-    """Decoding settings; each one not given defaults to the recipe's training sampling, then GRPOConfig's.
+    """Decoding settings; each one not given is the resolved recipe's training sampling.
 
     Args:
         trainer: The recipe's ``trainer:`` section (``temperature``, ``top_p``, ``max_completion_length``).
@@ -62,13 +61,13 @@ def decoding_for(
         max_new_tokens: Longest completion, in tokens.
         samples: Completions per question; more than one needs sampling (greedy ones would all be equal).
     """
-    from trl import GRPOConfig
 
-    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    from recipes.recipe import with_defaults
+
+    trainer = with_defaults({"trainer": trainer})["trainer"]  # a hand-made partial section works too
 
     def pick(given, key):
-        value = given if given is not None else trainer.get(key)
-        return value if value is not None else defaults[key]
+        return given if given is not None else trainer[key]
 
     decoding = Decoding(
         float(pick(temperature, "temperature")),

@@ -63,11 +63,10 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from recipes import schema
 from recipes.checks import generation_schedule
-from recipes.recipe import RecipeError
+from recipes.recipe import RecipeError, with_defaults
 from recipes.shapes import Shape, load_model_config, lora_targets, shape_of
 
 GIB = 2**30
@@ -85,11 +84,6 @@ OPTIMIZERS = {
     "lion_32bit": (1, 4), "paged_lion_32bit": (1, 4), "lion_8bit": (1, 1), "paged_lion_8bit": (1, 1),
     "sgd": (0, None),
 }  # fmt: skip
-TRAINER_KEYS = (
-    "per_device_train_batch_size", "num_generations", "max_completion_length", "gradient_accumulation_steps",
-    "steps_per_generation", "generation_batch_size", "gradient_checkpointing", "bf16", "fp16", "optim",
-    "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "cast_lm_head_to_fp32", "beta",
-)  # fmt: skip
 
 
 @dataclass
@@ -163,24 +157,20 @@ class MemoryPlan:
 
 
 def section(config: dict, name: str) -> dict:
-    """A recipe section with the schema's defaults under the recipe's values."""
-    return {**schema.defaults(name), **(config.get(name) or {})}
+    """A recipe section with every default filled in (the planner also takes hand-made partial dicts)."""
+    return with_defaults(config)[name]
 
 
 def trainer_settings(config: dict) -> dict:
-    """The trainer keys the formulas read: the recipe's values over ``trl.GRPOConfig``'s defaults.
+    """The resolved ``trainer:`` section plus what the formulas derive from it.
 
     ``checkpointing`` is ``activation_checkpointing``, else its deprecated alias ``gradient_checkpointing`` (TRL
-    defaults it to on), else ``model.gradient_checkpointing``; ``every_n_layers`` comes from its kwargs.
+    defaults it to on); ``every_n_layers`` comes from its kwargs.
     """
-    from trl import GRPOConfig
-
-    user = config.get("trainer") or {}
-    t = {**{f.name: f.default for f in fields(GRPOConfig) if f.name in TRAINER_KEYS}, **user}
-    choices = (user.get("activation_checkpointing"), user.get("gradient_checkpointing"))
-    choices += ((config.get("model") or {}).get("gradient_checkpointing"), t["gradient_checkpointing"])
-    t["checkpointing"] = bool(next(c for c in choices if c is not None))
-    kwargs = user.get("activation_checkpointing_kwargs") or user.get("gradient_checkpointing_kwargs") or {}
+    t = dict(section(config, "trainer"))
+    chosen = t["activation_checkpointing"]
+    t["checkpointing"] = bool(t["gradient_checkpointing"] if chosen is None else chosen)
+    kwargs = t["activation_checkpointing_kwargs"] or t["gradient_checkpointing_kwargs"] or {}
     kwargs = json.loads(kwargs) if isinstance(kwargs, str) else kwargs
     if kwargs.get("offload"):
         raise RecipeError(

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from callbacks.errors import CheckpointError
+from callbacks.settings import CheckpointSettings
 from common.errors import UserError
 from recipes import schema
 
@@ -185,32 +187,70 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             errors.append(f"Missing required key {name}.{key} in {origins.get(name, 'the recipe')}.")
 
 
-def reward_defaults(config: dict) -> dict:
-    """Values rewards may take from elsewhere in the recipe (so a spec need not repeat them)."""
+def trainer_defaults() -> dict[str, Any]:
+    """Every ``trl.GRPOConfig`` field with its default: what a recipe's ``trainer:`` section is resolved over."""
     from trl import GRPOConfig
 
-    length = config["trainer"].get("max_completion_length", GRPOConfig.max_completion_length)
-    return {"max_completion_length": length}
+    return {
+        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        for f in dataclasses.fields(GRPOConfig)
+        if f.init
+    }
 
 
-def _check_lists(config: dict, origins: dict, errors: list[str]) -> None:
-    from callbacks import CallbackSpecError, build_callbacks
-    from rewards import RewardSpecError, build_rewards
+def with_defaults(config: dict) -> dict:
+    """A recipe's nested dict with every default filled in under its values, as ``load_recipe`` resolves it.
 
-    for name, build, error_type in (
-        ("rewards", lambda specs: build_rewards(specs, defaults=reward_defaults(config)), RewardSpecError),
-        ("callbacks", build_callbacks, CallbackSpecError),
-    ):
+    Idempotent, so readers that may get a hand-made partial dict (the memory planner) use it too, and there is
+    one place for each default: the schema for our sections, ``trl.GRPOConfig`` for ``trainer:``.
+    """
+    filled = {name: {**schema.defaults(name), **(config.get(name) or {})} for name in schema.SECTIONS}
+    trainer = dict(config.get("trainer") or {})
+    filled["trainer"] = {**trainer, **{k: v for k, v in trainer_defaults().items() if k not in trainer}}
+    return {**config, **filled}
+
+
+def reward_defaults(config: dict) -> dict:
+    """Values rewards may take from elsewhere in the recipe (so a spec need not repeat them)."""
+    return {"max_completion_length": config["trainer"]["max_completion_length"]}
+
+
+def _check_lists(config: dict, origins: dict, errors: list[str]) -> list[float]:
+    """Build the rewards and callbacks once to validate them; returns the reward weights."""
+    from callbacks import build_callbacks
+    from rewards import build_rewards
+
+    weights: list[float] = []
+    for name in schema.LIST_SECTIONS:
         specs = config.get(name)
+        where = origins.get(name, "the recipe")
         if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            errors.append(
-                f"{name} in {origins.get(name, 'the recipe')} must be a list of mappings, got {specs!r}."
-            )
+            errors.append(f"{name} in {where} must be a list of mappings, got {specs!r}.")
             continue
         try:
-            build(specs)
-        except error_type as e:
-            errors.append(f"{name} in {origins.get(name, 'the recipe')}: {e}")
+            if name == "rewards":
+                weights = build_rewards(specs, defaults=reward_defaults(config))[1]
+            else:
+                build_callbacks(specs)
+        except UserError as e:
+            errors.append(f"{name} in {where}: {e}")
+    return weights
+
+
+def _resolve_trainer(config: dict, name: str, reward_weights: list[float]) -> dict:
+    """The ``trainer:`` section as GRPOConfig will get it: the recipe's keys, then every default.
+
+    The runner owns three keys: checkpoints are saved every ``checkpoint.every_steps``, and reward weights
+    come from ``rewards[].weight``.
+    """
+    trainer = {
+        **config["trainer"],
+        "output_dir": config["trainer"].get("output_dir") or os.path.join("outputs", name),
+        "save_strategy": "steps",
+        "save_steps": config["checkpoint"]["every_steps"],
+        "reward_weights": reward_weights,
+    }
+    return with_defaults({"trainer": trainer})["trainer"]
 
 
 def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Recipe:
@@ -221,7 +261,8 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
         overrides: ``section.key=value`` strings, applied last.
 
     Returns:
-        The validated recipe, with defaults filled in.
+        The validated recipe, every default filled in: the schema's for our sections, ``trl.GRPOConfig``'s
+        for ``trainer:`` (so the checks, the planner, evaluation and ``--print`` all read the same numbers).
 
     Raises:
         RecipeError: Listing every problem found, each naming its file and key.
@@ -241,10 +282,19 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
     for section in (*schema.SECTIONS, "trainer"):
         _check_section(section, config[section], origins, errors)
     if not errors:
-        _check_lists(config, origins, errors)
+        try:
+            CheckpointSettings(**config["checkpoint"])
+        except CheckpointError as e:
+            named = [origins.get(f"checkpoint.{k}") for k in config["checkpoint"] if f"checkpoint.{k}" in str(e)]
+            where = ", ".join(dict.fromkeys(o for o in named if o)) or origins.get("checkpoint", "the recipe")
+            errors.append(f"{e} (set in {where})")
+    if not errors:
+        # Rewards read the trainer's resolved values (max_completion_length): resolve a provisional copy first.
+        config["trainer"] = _resolve_trainer(config, path.stem, [])
+        weights = _check_lists(config, origins, errors)
+        config["trainer"]["reward_weights"] = weights
     if errors:
         raise RecipeError("\n".join(errors))
-    config["trainer"].setdefault("output_dir", os.path.join("outputs", path.stem))
     for section, keys in schema.SECTIONS.items():  # schema order, so printed recipes read like the reference
         config[section] = {key: config[section][key] for key in keys if key in config[section]}
     recipe = Recipe(name=path.stem, path=path, config=config, origins=origins)

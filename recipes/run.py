@@ -26,21 +26,17 @@ from recipes.recipe import available, load_recipe
 logger = logging.getLogger("recipes.run")
 
 
-def grpo_config(recipe, reward_weights: list[float]):
-    """trl.GRPOConfig from the recipe's ``trainer:`` section; checkpointing and reward weights come from theirs."""
+def grpo_config(recipe):
+    """trl.GRPOConfig from the resolved recipe's ``trainer:`` section."""
     import torch
     from trl import GRPOConfig
 
     trainer = dict(recipe.config["trainer"])
     # With no GPU, several launched processes only form a (gloo) process group when the Trainer is told to use
-    # the CPU; otherwise each would silently train alone.
-    trainer.setdefault("use_cpu", not torch.cuda.is_available())
-    return GRPOConfig(
-        **trainer,
-        save_strategy="steps",
-        save_steps=recipe.config["checkpoint"]["every_steps"],
-        reward_weights=reward_weights,
-    )
+    # the CPU; otherwise each would silently train alone. A machine fact, so it is decided here, not at load.
+    if "trainer.use_cpu" not in recipe.origins:
+        trainer["use_cpu"] = not torch.cuda.is_available()
+    return GRPOConfig(**trainer)
 
 
 def build_trainer(recipe, callbacks=()):
@@ -56,12 +52,12 @@ def build_trainer(recipe, callbacks=()):
     # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
     tokenizer = load_tokenizer(recipe.config["model"])
     dataset = load_gsm8k(recipe.config["data"], tokenizer=tokenizer)
-    reward_funcs, weights = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
+    reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
     return GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
-        args=grpo_config(recipe, weights),
+        args=grpo_config(recipe),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=lora_config(recipe.config["lora"]),

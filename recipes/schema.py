@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from callbacks.settings import SETTING_FIELDS
+
 # (expected types, default, help). `None` in the types tuple means the key may be null.
 REQUIRED = object()
 
@@ -48,14 +50,9 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "limit": Key((int, None), None, "keep only the first N rows"),
         "max_prompt_tokens": Key((int, None), None, "drop prompts longer than this many tokens"),
     },
+    # Keys, defaults and rules live with the code that uses them (callbacks.settings.CheckpointSettings).
     "checkpoint": {
-        "uri": Key((str, None), None, "s3://bucket/prefix or a mounted folder to sync checkpoints to"),
-        "every_steps": Key((int,), 25, "save (and sync) a checkpoint every N optimizer steps"),
-        "keep_last": Key((int, None), None, "remote checkpoints to keep (null keeps all)"),
-        "resume": Key((str,), "latest", "latest | never | a checkpoint path or URI"),
-        "run_id": Key((str, None), None, "run id recorded in manifests (null: new id, or the resumed run's)"),
-        "overwrite": Key((bool,), False, "allow writing over another run's checkpoints at uri"),
-        "endpoint_url": Key((str, None), None, "S3-compatible endpoint (MinIO, R2); null for AWS"),
+        name: Key(f.metadata["types"], f.default, f.metadata["help"]) for name, f in SETTING_FIELDS.items()
     },
 }
 # Sections that are lists of {name|path: ..., params} specs, validated by their registries.

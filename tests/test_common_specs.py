@@ -11,7 +11,9 @@ from rewards import RewardSpecError, build_rewards
 
 
 def test_callback_plugins_by_path_class_or_factory():
-    counter, made = build_callbacks([{"path": "_plugins:StepCounter", "start": 2}, {"path": "_plugins:make_counter"}])
+    counter, made = build_callbacks(
+        [{"path": "_plugins:StepCounter", "start": 2}, {"path": "_plugins:make_counter"}]
+    )
     assert isinstance(counter, StepCounter) and counter.steps == 2
     assert isinstance(made, StepCounter) and made.steps == 5
 
@@ -30,23 +32,32 @@ def test_callback_errors_are_all_reported_and_name_the_entry():
     assert len(lines) == 3
     assert lines[0].startswith("callbacks[0] (_plugins:StepCountr): module '_plugins' has no 'StepCountr'")
     assert "Did you mean 'StepCounter'?" in lines[0]
-    assert lines[1].startswith("callbacks[2] (_plugins:not_a_callback): built a int, not a transformers.TrainerCallback")
+    assert lines[1].startswith(
+        "callbacks[2] (_plugins:not_a_callback): built a int, not a transformers.TrainerCallback"
+    )
     assert "unknown parameter 'strat'. Did you mean 'start'?" in lines[2]
 
 
 def test_plugin_that_raises_on_import_is_a_spec_error():
-    with pytest.raises(RewardSpecError, match=r"importing module '_plugin_raises' raised RuntimeError: plug-in bug"):
+    with pytest.raises(
+        RewardSpecError, match=r"importing module '_plugin_raises' raised RuntimeError: plug-in bug"
+    ):
         build_rewards([{"path": "_plugin_raises:anything"}])
 
 
 def test_plugin_correctness_reward_is_checked_by_what_it_declares():
     # A plug-in correctness reward paying 10 x 0.5 = 5; a declared shaping reward paying 3 x 2 = 6 is refused.
-    with pytest.raises(RewardSpecError, match=r"rewards\[1\] \(shaping\): can pay 6 .* pays 5 \(rewards\[0\] bonus_correct"):
-        build_rewards([{"path": "_plugins:bonus_correct", "weight": 0.5}, {"path": "_plugins:shaping", "weight": 2.0}])
+    with pytest.raises(
+        RewardSpecError, match=r"rewards\[1\] \(shaping\): can pay 6 .* pays 5 \(rewards\[0\] bonus_correct"
+    ):
+        build_rewards(
+            [{"path": "_plugins:bonus_correct", "weight": 0.5}, {"path": "_plugins:shaping", "weight": 2.0}]
+        )
     # The built-in format reward too: at most 1.5 x 4 = 6 against the plug-in's 5.
     with pytest.raises(RewardSpecError, match=r"rewards\[1\] \(format\): can pay 6 "):
         build_rewards([{"path": "_plugins:bonus_correct", "weight": 0.5}, {"name": "format", "weight": 4.0}])
     funcs, weights = build_rewards([{"path": "_plugins:bonus_correct"}, {"path": "_plugins:shaping"}])
+    assert len(funcs) == 2
     assert weights == [1.0, 1.0]
 
 

@@ -11,7 +11,7 @@ import yaml
 from conftest import REPO
 
 from recipes import checks
-from recipes.recipe import RecipeError, available, load_recipe, parse_override
+from recipes.recipe import RecipeError, available, load_recipe, parse_override, trainer_defaults
 from recipes.run import grpo_config
 
 RECIPES = sorted(available())
@@ -28,10 +28,7 @@ def test_recipes_are_found_by_listing_the_folder():
 @pytest.mark.parametrize("name", RECIPES)
 def test_every_recipe_loads_validates_and_builds_grpo_config(name):
     recipe = load_recipe(name)
-    from rewards import build_rewards
-
-    _, weights = build_rewards(recipe.config["rewards"])
-    config = grpo_config(recipe, weights)
+    config = grpo_config(recipe)
     assert config.save_steps == recipe.config["checkpoint"]["every_steps"]
     assert config.generation_batch_size % config.num_generations == 0
     assert config.reward_weights == [float(r["weight"]) for r in recipe.config["rewards"]]
@@ -73,13 +70,24 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
     )
     recipe = load_recipe(str(tmp_path / "child.yaml"), ["trainer.num_generations=2"])
     assert recipe.config["rewards"] == [{"name": "format", "weight": 0.5}]
-    assert recipe.config["trainer"] == {
+    set_here = {
         "bf16": False,
         "num_generations": 2,
         "per_device_train_batch_size": 4,
         "gradient_accumulation_steps": 1,
         "output_dir": "outputs/child",
+        "save_strategy": "steps",
+        "save_steps": 25,  # from checkpoint.every_steps
+        "reward_weights": [0.5],  # from rewards[].weight
     }
+    # Resolved once: the recipe's keys, then every other GRPOConfig field at its default.
+    assert recipe.config["trainer"] == {**trainer_defaults(), **set_here}
+    assert list(recipe.config["trainer"])[:4] == [
+        "bf16",
+        "num_generations",
+        "per_device_train_batch_size",
+        "gradient_accumulation_steps",
+    ]
     assert recipe.config["model"]["attn_implementation"] == "sdpa"  # schema default filled in
 
 
@@ -219,3 +227,36 @@ def test_readme_documents_every_recipe_key():
         assert f"**`{section}:`**" in readme
         for key in keys:
             assert f"| `{key}` |" in readme, f"README's recipe reference lacks {section}.{key}"
+
+
+def test_every_reader_sees_the_resolved_trainer_numbers():
+    from recipes.checks import generation_schedule
+    from recipes.generation import decoding_for
+    from recipes.memory_plan import trainer_settings
+    from recipes.recipe import reward_defaults
+    from recipes.run import grpo_config
+    from rewards import build_rewards
+
+    recipe = load_recipe("gsm8k_tiny", ["trainer.max_completion_length=48"])
+    trainer = recipe.config["trainer"]
+    assert trainer["temperature"] == trainer_defaults()["temperature"]  # not set by the recipe: GRPOConfig's
+    config = grpo_config(recipe)
+    assert decoding_for(trainer, None, None, None).max_new_tokens == config.max_completion_length == 48
+    assert trainer_settings(recipe.config)["max_completion_length"] == 48
+    assert generation_schedule(trainer, processes=1) == (
+        config.generation_batch_size,
+        config.steps_per_generation,
+    )
+    funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
+    assert funcs[0].max_completion_length == 48
+
+
+def test_checkpoint_section_is_validated_at_load_by_its_one_rule_set():
+    with pytest.raises(
+        RecipeError,
+        match=r"keep_last limits remote checkpoints and needs checkpoint.uri.*"
+        r"\(set in command-line override 'checkpoint.keep_last=2'\)",
+    ):
+        load_recipe("gsm8k_tiny", ["checkpoint.keep_last=2"])
+    printed = run_cli("gsm8k_tiny", "checkpoint.run_id=my run", "--print")
+    assert printed.returncode == 2 and "checkpoint.run_id must be null or letters" in printed.stderr
