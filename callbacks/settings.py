@@ -57,7 +57,9 @@ class CheckpointSettings:
         if not isinstance(self.resume, str) or not self.resume.strip():
             problems.append(f"checkpoint.resume must be latest, never, a path or a URI, got {self.resume!r}")
         if run_id is not None and not (isinstance(run_id, str) and re.fullmatch(r"[A-Za-z0-9._-]+", run_id)):
-            problems.append(f"checkpoint.run_id must be null or letters, digits, '.', '_', '-', got {run_id!r}")
+            problems.append(
+                f"checkpoint.run_id must be null or letters, digits, '.', '_', '-', got {run_id!r}"
+            )
         if not isinstance(self.overwrite, bool):
             problems.append(f"checkpoint.overwrite must be true or false, got {self.overwrite!r}")
         if endpoint is not None and not (isinstance(endpoint, str) and re.match(r"https?://", endpoint)):

@@ -285,7 +285,9 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
         try:
             CheckpointSettings(**config["checkpoint"])
         except CheckpointError as e:
-            named = [origins.get(f"checkpoint.{k}") for k in config["checkpoint"] if f"checkpoint.{k}" in str(e)]
+            named = [
+                origins.get(f"checkpoint.{k}") for k in config["checkpoint"] if f"checkpoint.{k}" in str(e)
+            ]
             where = ", ".join(dict.fromkeys(o for o in named if o)) or origins.get("checkpoint", "the recipe")
             errors.append(f"{e} (set in {where})")
     if not errors:
