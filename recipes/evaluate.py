@@ -99,44 +99,90 @@ def counterpart_command(args, decoding: Decoding, questions: int) -> list[str]:
             *(str(part) for option in options.items() for part in option)]  # fmt: skip
 
 
-def evaluate(args) -> str:
-    """Generate and grade every pending sample of the run ``args`` describes; returns the summary text."""
+@dataclasses.dataclass
+class Evaluation:
+    """What ``evaluate`` returns: every graded record of the run, in plan order, and how they were drawn."""
+
+    out: Path
+    records: list[dict]
+    questions: int
+    decoding: Decoding
+
+    @property
+    def accuracy(self) -> float:
+        """Share of correct samples."""
+        return sum(r["correct"] for r in self.records) / len(self.records)
+
+
+def evaluate(
+    recipe,
+    out: str | Path,
+    *,
+    adapter: str | Path | None = None,
+    split: str = "test",
+    questions: int | None = None,
+    samples: int = 1,
+    seed: int = 0,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_new_tokens: int | None = None,
+    batch_size: int = 32,
+    engine: str = "hf",
+) -> Evaluation:
+    """Generate and grade every pending sample; the Python API under ``python recipes/evaluate.py``.
+
+    Args:
+        recipe: A loaded recipe (``recipes.recipe.load_recipe``): its model, data and decoding defaults.
+        out: JSONL file of graded samples; resumed when it holds records of this same run.
+        adapter: A LoRA adapter folder (output_dir or checkpoint-N) or a checkpoint URI; None: the base model.
+        split: Dataset split to draw questions from.
+        questions: Questions drawn by ``seed`` from the split (None: all).
+        samples: Completions per question.
+        seed: Seeds the question draw and the sampling.
+        temperature: 0 is greedy; None: the recipe's ``trainer.temperature``.
+        top_p: None: the recipe's ``trainer.top_p``.
+        max_new_tokens: None: the recipe's ``trainer.max_completion_length``.
+        batch_size: Completions per generate call.
+        engine: ``hf`` (transformers generate) or ``vllm``.
+
+    Raises:
+        UserError: Bad settings, data, adapter, or an ``out`` file written by another run.
+    """
     from tqdm import tqdm
 
     from callbacks.checkpoint_sync import fetch_checkpoint
     from recipes.data import load_gsm8k
 
-    if args.engine == "vllm":
+    if engine == "vllm":
         generation.require_vllm()
-    recipe = load_recipe(args.recipe, args.overrides)
     decoding = generation.decoding_for(
-        recipe.config["trainer"], args.temperature, args.top_p, args.max_new_tokens, samples=args.samples
+        recipe.config["trainer"], temperature, top_p, max_new_tokens, samples=samples
     )
-    adapter = None
-    if args.adapter:
-        adapter = fetch_checkpoint(args.adapter, endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
-        generation.adapter_rank(adapter)
-    data = eval_data(recipe.config["data"], args.split)
-    rows = load_gsm8k(data, split=args.split)
-    rows = rows.select(select_questions(rows["id"], args.questions, args.seed)).to_list()
+    folder = None
+    if adapter:
+        folder = fetch_checkpoint(str(adapter), endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
+        generation.adapter_rank(folder)
+    data = eval_data(recipe.config["data"], split)
+    rows = load_gsm8k(data, split=split)
+    rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
     ids = [row["id"] for row in rows]
     # Settings every record of one file shares. The adapter is identified by the folder it resolved to (a run
     # prefix resolves to its newest checkpoint), not by how it was written on the command line.
     settings = {
         "model": recipe.config["model"]["name_or_path"],
-        "adapter_path": str(adapter.resolve()) if adapter else None,
-        "seed": args.seed,
-        "split": args.split,
+        "adapter_path": str(folder.resolve()) if folder else None,
+        "seed": seed,
+        "split": split,
         "source": data["source"],
         **dataclasses.asdict(decoding),
     }
-    out = Path(args.out)
+    out = Path(out)
     existing = read_records(out)
     check_resumable(existing, settings, out)
     done = {(r.get("id"), r.get("sample")): r for r in existing}
     # Batches are cut from the full plan, never from what is left, so a resumed run meets the same batches.
-    units = [(q, k) for q in range(len(ids)) for k in range(args.samples)]
-    batches = [units[i : i + args.batch_size] for i in range(0, len(units), args.batch_size)]
+    units = [(q, k) for q in range(len(ids)) for k in range(samples)]
+    batches = [units[i : i + batch_size] for i in range(0, len(units), batch_size)]
     pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
     finished = sum((ids[q], k) in done for q, k in units)
     logger.info(
@@ -144,7 +190,7 @@ def evaluate(args) -> str:
     )
     if pending:
         generator, tokenizer = generation.load_generator(
-            args.engine, recipe.config["model"], adapter, decoding, seed=args.seed
+            engine, recipe.config["model"], folder, decoding, seed=seed
         )
         prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
         style = format_style(recipe.config["rewards"])
@@ -154,11 +200,17 @@ def evaluate(args) -> str:
             tqdm(total=len(units), initial=finished, unit="sample", desc="evaluate") as progress,
         ):
             for batch in pending:
-                seeds = [generation.derive_seed(args.seed, ids[q], k) for q, k in batch]
+                seeds = [generation.derive_seed(seed, ids[q], k) for q, k in batch]
                 completions = generator.generate([prompts[q] for q, _ in batch], seeds)
                 new = [
                     make_record(
-                        rows[q], k, completion, style, settings, adapter=args.adapter, engine=args.engine
+                        rows[q],
+                        k,
+                        completion,
+                        style,
+                        settings,
+                        adapter=adapter and str(adapter),
+                        engine=engine,
                     )
                     for (q, k), completion in zip(batch, completions)
                     if (ids[q], k) not in done
@@ -166,8 +218,7 @@ def evaluate(args) -> str:
                 append_records(handle, new)
                 done.update({(r["id"], r["sample"]): r for r in new})
                 progress.update(len(new))
-    records = [done[(ids[q], k)] for q, k in units]
-    return summary(records, len(ids), out, counterpart_command(args, decoding, len(ids)))
+    return Evaluation(out, [done[(ids[q], k)] for q, k in units], len(ids), decoding)
 
 
 def positive(text: str) -> int:
@@ -201,7 +252,22 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        print(evaluate(args))
+        result = evaluate(
+            load_recipe(args.recipe, args.overrides),
+            args.out,
+            adapter=args.adapter,
+            split=args.split,
+            questions=args.questions,
+            samples=args.samples,
+            seed=args.seed,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            batch_size=args.batch_size,
+            engine=args.engine,
+        )
+        command = counterpart_command(args, result.decoding, result.questions)
+        print(summary(result.records, result.questions, result.out, command))
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from stats._io import IMAGE_SUFFIXES, check_output_path
 from stats.analysis import compare_models
@@ -72,34 +73,75 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def compare(
+    baseline: str | Path,
+    tuned: str | Path,
+    *,
+    intersect: bool = False,
+    plot: str | Path | None = None,
+    swaps: str | Path | None = None,
+    examples: int = 3,
+    seed: int = 0,
+    resamples: int = 100_000,
+):
+    """Compare two evaluation files; the Python API under ``python -m stats.compare``.
+
+    Args:
+        baseline: JSONL records of the model before fine-tuning.
+        tuned: JSONL records of the fine-tuned model, on the same questions.
+        intersect: Compare only the questions both files have.
+        plot: Write the accuracy and per-question difference plot here (.png, .pdf, .svg).
+        swaps: Write the swap-in / swap-out Markdown report here.
+        examples: Both-right / both-wrong examples in the swaps report.
+        seed: Seed of the sign-flip Monte Carlo fallback.
+        resamples: Random sign assignments when exact enumeration is too large.
+
+    Returns:
+        The comparison (``stats.analysis.Comparison``): ``format_text`` and ``to_json`` render it.
+
+    Raises:
+        InputError: Bad files or output paths, found before anything is computed or written.
+        OSError: An output file could not be written.
+    """
+    plot = check_output_path(str(plot), "--plot", IMAGE_SUFFIXES) if plot else None
+    swaps = check_output_path(str(swaps), "--swaps", (".md",)) if swaps else None
+    baseline_records, tuned_records = load_records(str(baseline)), load_records(str(tuned))
+    pairing = pair_questions(baseline_records, tuned_records, intersect=intersect)
+    comparison = compare_models(baseline_records, tuned_records, pairing, seed=seed, resamples=resamples)
+    if plot:
+        from stats.plots import plot_comparison  # matplotlib loads only when a plot is asked for
+
+        plot_comparison(comparison, plot)
+    if swaps:
+        write_swaps(baseline_records, tuned_records, pairing.ids, swaps, examples=examples)
+    return comparison
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; returns the exit status."""
     args = build_parser().parse_args(argv)
+    outputs = {"plot": args.plot, "swaps": args.swaps}
     try:
-        plot = check_output_path(args.plot, "--plot", IMAGE_SUFFIXES) if args.plot else None
-        swaps = check_output_path(args.swaps, "--swaps", (".md",)) if args.swaps else None
-        baseline = load_records(args.baseline)
-        tuned = load_records(args.tuned)
-        pairing = pair_questions(baseline, tuned, intersect=args.intersect)
+        comparison = compare(
+            args.baseline,
+            args.tuned,
+            intersect=args.intersect,
+            seed=args.seed,
+            resamples=args.resamples,
+            examples=args.examples,
+            **outputs,
+        )
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    comparison = compare_models(baseline, tuned, pairing, seed=args.seed, resamples=args.resamples)
-    print(
-        json.dumps(to_json(comparison), indent=2, allow_nan=False) if args.json else format_text(comparison)
-    )
-    try:
-        if plot:
-            from stats.plots import plot_comparison  # matplotlib loads only when a plot is asked for
-
-            plot_comparison(comparison, plot)
-            print(f"wrote {plot}", file=sys.stderr)
-        if swaps:
-            write_swaps(baseline, tuned, pairing.ids, swaps, examples=args.examples)
-            print(f"wrote {swaps}", file=sys.stderr)
     except OSError as err:
         print(f"error: cannot write output: {err}", file=sys.stderr)
         return 1
+    print(
+        json.dumps(to_json(comparison), indent=2, allow_nan=False) if args.json else format_text(comparison)
+    )
+    for path in filter(None, outputs.values()):
+        print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -272,3 +272,15 @@ def test_the_script_prints_errors_without_a_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "Did you mean gsm8k_tiny?" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_python_api_takes_values_and_returns_the_records_the_cli_wrote(baseline, tmp_path):
+    from recipes.evaluate import evaluate
+    from recipes.recipe import load_recipe
+
+    out = tmp_path / "api.jsonl"
+    out.write_bytes(baseline.read_bytes())  # the same run: the API resumes it and generates nothing
+    result = evaluate(load_recipe("gsm8k_tiny"), out, questions=4, samples=2, max_new_tokens=16, batch_size=3)
+    assert result.records == lines(baseline) and result.questions == 4
+    assert result.accuracy == sum(r["correct"] for r in result.records) / 8
+    assert result.decoding.max_new_tokens == 16

@@ -245,3 +245,16 @@ def test_stats_imports_neither_torch_nor_transformers_and_comes_from_this_repo()
     assert {"numpy", "statsmodels.stats.power", "matplotlib"} <= imported  # the parse works
     assert not {m for m in imported if m.split(".")[0] in ("torch", "transformers")}
     assert proc.stdout.strip() == str(REPO / "stats" / "__init__.py")
+
+
+def test_python_api_returns_the_comparison_the_cli_prints(tmp_path):
+    from stats.compare import compare
+    from stats.report import to_json
+
+    base = write_records(tmp_path / "base.jsonl", {f"q{i}": [i < 3, i < 2] for i in range(10)})
+    tuned = write_records(tmp_path / "tuned.jsonl", {f"q{i}": [i < 9, i < 8] for i in range(10)})
+    comparison = compare(base, tuned, swaps=tmp_path / "swaps.md")
+    printed = run_cli("stats.compare", base, tuned, "--json")
+    assert printed.returncode == 0, printed.stderr
+    assert to_json(comparison) == json.loads(printed.stdout)
+    assert (tmp_path / "swaps.md").is_file()
