@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 from common.errors import UserError
 from recipes.data import load_gsm8k
 from recipes.evaluate import eval_data, select_questions
-from recipes.generation import Decoding, derive_seed, load_generator, prompt_token_ids
+from recipes.evaluation.generation import Decoding, derive_seed, load_generator, prompt_token_ids
 from recipes.recipe import load_recipe
 
 

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from recipes.memory_plan import steps_per_generation
+from recipes.planner.memory import steps_per_generation
 
 # name -> (achievable HBM bytes/s, peak dense bf16 FLOP/s). H200: 4.8 TB/s peak, ~4.3 measured by copy kernels.
 HARDWARE = {"h200": (4.3e12, 989e12), "h100": (3.0e12, 989e12), "a100": (2.0e12, 312e12)}

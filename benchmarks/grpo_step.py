@@ -16,7 +16,7 @@ next to the memory planner's prediction (``plan_memory(...).peak(card)``; on a C
 Python and torch libraries, so the two only agree in size).
 
 The floor and its arithmetic are in ``benchmarks/floor.py``. ``--random-weights NAME`` builds a model of a
-shipped shape (recipes/shapes.py) with random weights and the real vocabulary size, saved with the tiny model's
+shipped shape (recipes/planner/shapes.py) with random weights and the real vocabulary size, saved with the tiny model's
 tokenizer (its ids all lie inside the real vocabulary): random weights almost never emit that tokenizer's EOS,
 so every completion runs to max_completion_length, the case the floor describes.
 """
@@ -44,9 +44,9 @@ from transformers import TrainerCallback
 from benchmarks.floor import HARDWARE, detect_hardware, floor_seconds
 from benchmarks.live_tensors import LiveTensorBytes, planner_check
 from common.errors import UserError
-from recipes.memory_plan import GIB, plan_memory, section, trainer_settings
+from recipes.planner.memory import GIB, plan_memory, section, trainer_settings
+from recipes.planner.shapes import SHAPES, config_for, load_model_config
 from recipes.recipe import RecipeError, load_recipe
-from recipes.shapes import SHAPES, config_for, load_model_config
 
 SAMPLE_DATA = "samples/gsm8k_train_sample.jsonl"
 COLUMNS = (

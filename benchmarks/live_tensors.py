@@ -27,7 +27,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from recipes.memory_plan import GIB, plan_memory
+from recipes.planner.memory import GIB, plan_memory
 
 
 class LiveTensorBytes(TorchDispatchMode):

@@ -139,9 +139,9 @@ def check_runtime(recipe_name: str, overrides=(), *, purpose: str = "train") -> 
     import torch
 
     from recipes.checks import check_environment
-    from recipes.plan import largest_batch, plan_memory
+    from recipes.planner.render import largest_batch, plan_memory
+    from recipes.planner.shapes import load_model_config
     from recipes.recipe import RecipeError
-    from recipes.shapes import load_model_config
 
     if purpose not in ("train", "evaluate"):
         raise ValueError(f"purpose must be 'train' or 'evaluate', got {purpose!r}")

@@ -39,8 +39,9 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from common.errors import UserError
-from recipes import generation
-from recipes.eval_records import (
+from recipes.evaluation import generation
+from recipes.evaluation.generation import Decoding, EvaluationError
+from recipes.evaluation.records import (
     append_records,
     check_resumable,
     format_style,
@@ -48,7 +49,6 @@ from recipes.eval_records import (
     read_records,
     summary,
 )
-from recipes.generation import Decoding, EvaluationError
 from recipes.recipe import load_recipe
 
 logger = logging.getLogger("recipes.evaluate")

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             print(recipe.to_yaml(), end="")
         elif args.plan:
-            from recipes.plan import render_plan
+            from recipes.planner.render import render_plan
 
             print(render_plan(recipe))
         else:

@@ -11,9 +11,9 @@ import torch
 from conftest import REPO
 
 from benchmarks.floor import floor_seconds
-from recipes.memory_plan import plan_memory, trainer_settings
+from recipes.planner.memory import plan_memory, trainer_settings
+from recipes.planner.shapes import config_for
 from recipes.recipe import load_recipe
-from recipes.shapes import config_for
 
 
 @pytest.fixture(scope="module")

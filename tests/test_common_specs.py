@@ -38,11 +38,13 @@ def test_callback_errors_are_all_reported_and_name_the_entry():
     assert "unknown parameter 'strat'. Did you mean 'start'?" in lines[2]
 
 
-def test_plugin_that_raises_on_import_is_a_spec_error():
+def test_plugin_that_raises_on_import_is_a_spec_error(tmp_path, monkeypatch):
+    (tmp_path / "buggy_plugin.py").write_text('raise RuntimeError("plug-in bug at import")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(
-        RewardSpecError, match=r"importing module '_plugin_raises' raised RuntimeError: plug-in bug"
+        RewardSpecError, match=r"importing module 'buggy_plugin' raised RuntimeError: plug-in bug"
     ):
-        build_rewards([{"path": "_plugin_raises:anything"}])
+        build_rewards([{"path": "buggy_plugin:anything"}])
 
 
 def test_plugin_correctness_reward_is_checked_by_what_it_declares():
@@ -66,7 +68,7 @@ def test_plugin_correctness_reward_is_checked_by_what_it_declares():
     [
         "recipes.recipe:RecipeError",
         "recipes.data:DataError",
-        "recipes.generation:EvaluationError",
+        "recipes.evaluation.generation:EvaluationError",
         "recipes.colab:ColabError",
         "callbacks.errors:CheckpointError",
         "callbacks:CallbackSpecError",

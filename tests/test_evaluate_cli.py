@@ -10,10 +10,10 @@ import sys
 import pytest
 from conftest import REPO
 
-from recipes import generation
-from recipes.eval_records import read_records
 from recipes.evaluate import eval_data, main, select_questions
-from recipes.generation import EvaluationError
+from recipes.evaluation import generation
+from recipes.evaluation.generation import EvaluationError
+from recipes.evaluation.records import read_records
 from rewards.answers import extract_answer, format_ok, is_correct
 from stats.records import load_records
 

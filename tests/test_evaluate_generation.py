@@ -1,4 +1,4 @@
-"""recipes/generation.py: decoding defaults, token counting, and the vLLM engine's use of vLLM's API."""
+"""recipes/evaluation/generation.py: decoding defaults, token counting, and the vLLM engine's use of vLLM's API."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from recipes.generation import (
+from recipes.evaluation.generation import (
     Completion,
     Decoding,
     EvaluationError,

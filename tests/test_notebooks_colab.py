@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from recipes import colab
-from recipes.plan import plan_memory
+from recipes.planner.render import plan_memory
 from recipes.recipe import load_recipe
 from stats import compare
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from transformers import AutoConfig
 
-from recipes.memory_plan import LOGPROB_TILE, NF4_CODEBOOKS, OVERHEAD, plan_memory
-from recipes.plan import CARDS_GB, largest_batch, render_plan
+from recipes.planner.memory import LOGPROB_TILE, NF4_CODEBOOKS, OVERHEAD, plan_memory
+from recipes.planner.render import CARDS_GB, largest_batch, render_plan
+from recipes.planner.shapes import config_for, shape_of
 from recipes.recipe import RecipeError
-from recipes.shapes import config_for, shape_of
 from tests._plan_helpers import GIB, recipe_config
 
 QWEN7 = "Qwen/Qwen2.5-7B-Instruct"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from recipes.plan import CARDS_GB, plan_memory, render_plan
+from recipes.planner.render import CARDS_GB, plan_memory, render_plan
 from recipes.recipe import available, load_recipe
 from recipes.run import main
 

@@ -7,10 +7,10 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoConfig
 
-from recipes import shapes
-from recipes.memory_plan import plan_memory
+from recipes.planner import shapes
+from recipes.planner.memory import plan_memory
+from recipes.planner.shapes import SHAPES, config_for, load_model_config, lora_targets, shape_of
 from recipes.recipe import RecipeError
-from recipes.shapes import SHAPES, config_for, load_model_config, lora_targets, shape_of
 from tests._plan_helpers import meta_model, recipe_config
 
 

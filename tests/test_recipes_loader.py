@@ -231,8 +231,8 @@ def test_readme_documents_every_recipe_key():
 
 def test_every_reader_sees_the_resolved_trainer_numbers():
     from recipes.checks import generation_schedule
-    from recipes.generation import decoding_for
-    from recipes.memory_plan import trainer_settings
+    from recipes.evaluation.generation import decoding_for
+    from recipes.planner.memory import trainer_settings
     from recipes.recipe import reward_defaults
     from recipes.run import grpo_config
     from rewards import build_rewards

@@ -1,6 +1,6 @@
 """The memory formulas of the planner: a recipe's expected GPU memory, part by part, in bytes.
 
-`recipes/plan.py` prints them (``python recipes/run.py RECIPE --plan``); benchmarks compare them with measured peaks.
+`recipes/planner/render.py` prints them (``python recipes/run.py RECIPE --plan``); benchmarks compare them with measured peaks.
 
 Notation: h hidden, i intermediate, L layers, q = heads x head_dim, kv = kv_heads x head_dim, V vocab, r LoRA
 rank; B per_device_train_batch_size (completions), G = B x steps_per_generation (the generation batch), P the
@@ -66,8 +66,8 @@ import math
 from dataclasses import dataclass
 
 from recipes.checks import generation_schedule
+from recipes.planner.shapes import Shape, load_model_config, lora_targets, shape_of
 from recipes.recipe import RecipeError, with_defaults
-from recipes.shapes import Shape, load_model_config, lora_targets, shape_of
 
 GIB = 2**30
 OVERHEAD = GIB

@@ -2,15 +2,22 @@
 
     python recipes/run.py gsm8k_qwen --plan
 
-The formulas, each documented, are in `recipes/memory_plan.py`; this module searches batches and renders tables.
+The formulas, each documented, are in `recipes/planner/memory.py`; this module searches batches and renders tables.
 """
 
 from __future__ import annotations
 
 import math
 
-from recipes.memory_plan import GIB, MemoryPlan, plan_memory, section, steps_per_generation, trainer_settings
-from recipes.shapes import load_model_config
+from recipes.planner.memory import (
+    GIB,
+    MemoryPlan,
+    plan_memory,
+    section,
+    steps_per_generation,
+    trainer_settings,
+)
+from recipes.planner.shapes import load_model_config
 
 __all__ = ["CARDS_GB", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
 
@@ -124,7 +131,7 @@ def render_plan(recipe) -> str:
         if best and best + batch_step(t) > MAX_BATCH:
             note = f" (the search stops at {MAX_BATCH})"
         lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
-    lines.append("GB = 2**30 bytes. Every formula is documented in recipes/memory_plan.py.")
+    lines.append("GB = 2**30 bytes. Every formula is documented in recipes/planner/memory.py.")
     return "\n".join(lines)
 
 

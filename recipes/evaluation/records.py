@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 
 from recipes.atomic import write_text_atomically
-from recipes.generation import EvaluationError
+from recipes.evaluation.generation import EvaluationError
 
 logger = logging.getLogger("recipes.evaluate")
 

@@ -1,6 +1,6 @@
 """Model shapes: the exact configs of the models our recipes name, and the layers and parameter counts of a config.
 
-The three configs below are the published ``config.json`` values of their Hub repositories, so the memory
+The files in ``configs/`` are the published ``config.json`` values of their Hub repositories, so the memory
 planner works offline for these names and benchmarks can build random-weight models of the same shape:
 
     >>> import torch
@@ -13,83 +13,21 @@ planner works offline for these names and benchmarks can build random-weight mod
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from recipes.recipe import RecipeError
 
-LLAMA_3_1_8B_INSTRUCT = {
-    "architectures": ["LlamaForCausalLM"],
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "bos_token_id": 128000,
-    "eos_token_id": [128001, 128008, 128009],
-    "hidden_act": "silu",
-    "hidden_size": 4096,
-    "initializer_range": 0.02,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 131072,
-    "mlp_bias": False,
-    "model_type": "llama",
-    "num_attention_heads": 32,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "pretraining_tp": 1,
-    "rms_norm_eps": 1e-05,
-    "rope_scaling": {
-        "factor": 8.0,
-        "low_freq_factor": 1.0,
-        "high_freq_factor": 4.0,
-        "original_max_position_embeddings": 8192,
-        "rope_type": "llama3",
-    },
-    "rope_theta": 500000.0,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "use_cache": True,
-    "vocab_size": 128256,
-}
-# Qwen2 attention always has q/k/v biases (and no o_proj bias); there is no config key for it.
-QWEN2_5_7B_INSTRUCT = {
-    "architectures": ["Qwen2ForCausalLM"],
-    "attention_dropout": 0.0,
-    "bos_token_id": 151643,
-    "eos_token_id": 151645,
-    "hidden_act": "silu",
-    "hidden_size": 3584,
-    "initializer_range": 0.02,
-    "intermediate_size": 18944,
-    "max_position_embeddings": 32768,
-    "max_window_layers": 28,
-    "model_type": "qwen2",
-    "num_attention_heads": 28,
-    "num_hidden_layers": 28,
-    "num_key_value_heads": 4,
-    "rms_norm_eps": 1e-06,
-    "rope_theta": 1000000.0,
-    "sliding_window": 131072,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "use_cache": True,
-    "use_sliding_window": False,
-    "vocab_size": 152064,
-}
-QWEN2_5_1_5B_INSTRUCT = {
-    **QWEN2_5_7B_INSTRUCT,
-    "hidden_size": 1536,
-    "intermediate_size": 8960,
-    "max_window_layers": 21,
-    "num_attention_heads": 12,
-    "num_key_value_heads": 2,
-    "sliding_window": 32768,
-    "tie_word_embeddings": True,
-    "vocab_size": 151936,
-}
-SHAPES = {
-    "meta-llama/Llama-3.1-8B-Instruct": LLAMA_3_1_8B_INSTRUCT,
-    "Qwen/Qwen2.5-7B-Instruct": QWEN2_5_7B_INSTRUCT,
-    "Qwen/Qwen2.5-1.5B-Instruct": QWEN2_5_1_5B_INSTRUCT,
-}
+# The published config.json of each Hub model our recipes name, as configs/<org>--<name>.json; largest first.
+CONFIGS = Path(__file__).parent / "configs"
+SHAPES = dict(
+    sorted(
+        ((path.stem.replace("--", "/"), json.loads(path.read_text())) for path in CONFIGS.glob("*.json")),
+        key=lambda item: -item[1]["hidden_size"],
+    )
+)
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 

@@ -1,3 +1,0 @@
-"""A plug-in module with a bug: importing it raises."""
-
-raise RuntimeError("plug-in bug at import")
