@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from common.errors import UserError
-from recipes.data import load_gsm8k
+from recipes.data import load_split
 from recipes.evaluate import eval_data, select_questions
 from recipes.evaluation.generation import Decoding, derive_seed, load_generator, prompt_token_ids
 from recipes.recipe import load_recipe
@@ -62,7 +62,7 @@ def run(args) -> list[dict]:
     """One result row per engine and batch size."""
     recipe = load_recipe(args.recipe, args.overrides)
     data = eval_data(recipe.config["data"], args.split)
-    rows = load_gsm8k(data, split=args.split)
+    rows = load_split(data, split=args.split)
     rows = rows.select(select_questions(rows["id"], args.questions, args.seed)).to_dict()
     decoding = Decoding(args.temperature, 1.0, args.max_new_tokens)
     results = []

@@ -151,7 +151,7 @@ def evaluate(
     from tqdm import tqdm
 
     from callbacks.checkpoint_sync import fetch_checkpoint
-    from recipes.data import load_gsm8k
+    from recipes.data import load_split
 
     if engine == "vllm":
         generation.require_vllm()
@@ -163,7 +163,7 @@ def evaluate(
         folder = fetch_checkpoint(str(adapter), endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
         generation.adapter_rank(folder)
     data = eval_data(recipe.config["data"], split)
-    rows = load_gsm8k(data, split=split)
+    rows = load_split(data, split=split)
     rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
     ids = [row["id"] for row in rows]
     # Settings every record of one file shares. The adapter is identified by the folder it resolved to (a run

@@ -44,14 +44,14 @@ def build_trainer(recipe, callbacks=()):
     from accelerate import PartialState
     from trl import GRPOTrainer
 
-    from recipes.data import load_gsm8k
+    from recipes.data import load_split
     from recipes.model import load_model, load_tokenizer, lora_config
     from recipes.recipe import reward_defaults
     from rewards import build_rewards
 
     # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
     tokenizer = load_tokenizer(recipe.config["model"])
-    dataset = load_gsm8k(recipe.config["data"], tokenizer=tokenizer)
+    dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
     return GRPOTrainer(

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from callbacks.settings import SETTING_FIELDS
+from recipes.tasks import TASKS
 
 # (expected types, default, help). `None` in the types tuple means the key may be null.
 REQUIRED = object()
@@ -43,6 +44,9 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "target_modules": Key((str, list), "all-linear", "'all-linear' or a list of module names"),
     },
     "data": {
+        "task": Key(
+            (str,), "gsm8k", "what the questions are (recipes/tasks): " + ", ".join(TASKS), tuple(TASKS)
+        ),
         "source": Key((str,), "openai/gsm8k", "Hub dataset id, or a local .jsonl/.parquet file or folder"),
         "config": Key((str, None), "main", "Hub dataset config name"),
         "split": Key((str,), "train", "split to train on"),

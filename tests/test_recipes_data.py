@@ -7,7 +7,7 @@ import json
 import pytest
 from datasets import Dataset
 
-from recipes.data import DataError, gold_number, load_gsm8k
+from recipes.data import DataError, gold_number, load_split
 
 SECTION = {
     "source": "samples/gsm8k_train_sample.jsonl",
@@ -20,7 +20,7 @@ SECTION = {
 
 
 def test_bundled_sample_becomes_chat_prompts_with_gold_and_ids():
-    rows = load_gsm8k(SECTION)
+    rows = load_split(SECTION)
     assert len(rows) == 200
     first = rows[0]
     assert first["id"] == "gsm8k-train-00000" and rows[199]["id"] == "gsm8k-train-00199"
@@ -49,16 +49,16 @@ def test_folder_with_split_files_and_parquet(tmp_path):
     lines = [{"question": f"What is {i}+1?", "answer": f"{i}+1={i + 1}\n#### {i + 1}"} for i in range(5)]
     (tmp_path / "train.jsonl").write_text("\n".join(map(json.dumps, lines[:3])))
     (tmp_path / "test.jsonl").write_text("\n".join(map(json.dumps, lines[3:])))
-    test = load_gsm8k({**SECTION, "source": str(tmp_path)}, split="test")
+    test = load_split({**SECTION, "source": str(tmp_path)}, split="test")
     assert test["gold"] == ["4", "5"] and test["id"] == ["gsm8k-test-00000", "gsm8k-test-00001"]
     parquet = tmp_path / "pq" / "train-00000.parquet"
     parquet.parent.mkdir()
     Dataset.from_list(lines).to_parquet(str(parquet))
-    assert load_gsm8k({**SECTION, "source": str(parquet.parent), "limit": 2})["gold"] == ["1", "2"]
+    assert load_split({**SECTION, "source": str(parquet.parent), "limit": 2})["gold"] == ["1", "2"]
 
 
 def test_real_gsm8k_test_split(gsm8k_dir):
-    rows = load_gsm8k({**SECTION, "source": str(gsm8k_dir)}, split="test")
+    rows = load_split({**SECTION, "source": str(gsm8k_dir)}, split="test")
     assert len(rows) == 1319 and len(set(rows["id"])) == 1319
     assert all(g.lstrip("-").replace(".", "", 1).isdigit() for g in rows["gold"])
 
@@ -71,39 +71,39 @@ def test_malformed_rows_and_missing_files_are_named(tmp_path):
         + json.dumps({"question": "q", "answer": "2"})
     )
     with pytest.raises(DataError, match=r"train row 2\): answer has no '#### <number>' final line"):
-        load_gsm8k({**SECTION, "source": str(bad)})
+        load_split({**SECTION, "source": str(bad)})
     with pytest.raises(DataError, match="No validation split in"):
-        load_gsm8k({**SECTION, "source": str(tmp_path)}, split="validation")
+        load_split({**SECTION, "source": str(tmp_path)}, split="validation")
     with pytest.raises(DataError, match="no such file or folder"):
-        load_gsm8k({**SECTION, "source": str(tmp_path / "nope.jsonl")})
+        load_split({**SECTION, "source": str(tmp_path / "nope.jsonl")})
     (tmp_path / "other.jsonl").write_text(json.dumps({"q": "x"}))
     with pytest.raises(
         DataError, match=r"rows need question and answer fields; missing \['answer', 'question'\]"
     ):
-        load_gsm8k({**SECTION, "source": str(tmp_path / "other.jsonl")})
+        load_split({**SECTION, "source": str(tmp_path / "other.jsonl")})
 
 
 def test_prompt_budget_filter_then_limit(tiny_model_dir):
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
-    everything = load_gsm8k(SECTION)
+    everything = load_split(SECTION)
     lengths = [
         len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False))
         for p in everything["prompt"]
     ]
     budget = sorted(lengths)[100]
-    kept = load_gsm8k({**SECTION, "max_prompt_tokens": budget}, tokenizer=tokenizer)
+    kept = load_split({**SECTION, "max_prompt_tokens": budget}, tokenizer=tokenizer)
     assert len(kept) == sum(n <= budget for n in lengths) < 200
     assert all(
         len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) <= budget
         for p in kept["prompt"]
     )
-    assert len(load_gsm8k({**SECTION, "max_prompt_tokens": budget, "limit": 10}, tokenizer=tokenizer)) == 10
+    assert len(load_split({**SECTION, "max_prompt_tokens": budget, "limit": 10}, tokenizer=tokenizer)) == 10
 
 
 def test_split_is_a_whole_word_of_the_file_name():
-    rows = load_gsm8k({**SECTION, "source": "recipes/samples"}, split="test")
+    rows = load_split({**SECTION, "source": "recipes/samples"}, split="test")
     assert len(rows) == 100 and rows[0]["id"] == "gsm8k-test-00000"
     with pytest.raises(DataError, match="No est split"):
-        load_gsm8k({**SECTION, "source": "recipes/samples"}, split="est")
+        load_split({**SECTION, "source": "recipes/samples"}, split="est")

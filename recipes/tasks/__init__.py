@@ -1,0 +1,55 @@
+"""Tasks: where questions come from, what a row's gold answer and id are. A recipe names one as ``data.task``.
+
+    gsm8k        grade-school math word problems (Hub openai/gsm8k, or local JSONL/Parquet in its shape)
+    arithmetic   short generated arithmetic word problems: the offline default a tiny model can learn
+    jsonl        your own JSONL/Parquet files with ``question`` and ``answer`` columns
+
+Every task turns a split (``train``, ``heldout``, ``test``, or the source's own names) into rows with the columns
+``id`` (stable, unique), ``question``, ``gold`` (the final answer the grader compares with) and ``solution``
+(a worked solution, or the answer). ``recipes.data`` adds the chat prompt and applies the length filter; run,
+evaluate and held-out evaluation take the task from the recipe and never name one.
+
+A new task is one module here (a ``rows(data, split)`` function) plus one entry in ``TASKS`` and one recipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from recipes.tasks import arithmetic, gsm8k, user_jsonl
+from recipes.tasks.sources import DataError
+
+
+@dataclass(frozen=True)
+class Task:
+    """One kind of question.
+
+    Attributes:
+        name: The name recipes use (``data.task``).
+        rows: ``rows(data, split)`` -> a ``datasets.Dataset`` with ``id``, ``question``, ``gold``, ``solution``;
+            ``data`` is the recipe's ``data:`` section. Raises DataError naming the file and row.
+        description: One line for ``--list``-style listings.
+    """
+
+    name: str
+    rows: Callable
+    description: str
+
+
+TASKS = {
+    "gsm8k": Task("gsm8k", gsm8k.rows, "GSM8K word problems; gold = the number after '####'"),
+    "arithmetic": Task("arithmetic", arithmetic.rows, "generated add/subtract word problems (offline)"),
+    "jsonl": Task("jsonl", user_jsonl.rows, "your JSONL/Parquet files with question and answer columns"),
+}
+
+
+def get_task(name: str) -> Task:
+    """The registered task ``name``; a DataError listing the tasks (and the closest one) otherwise."""
+    import difflib
+
+    if name not in TASKS:
+        close = difflib.get_close_matches(str(name), TASKS, n=1)
+        hint = f" Did you mean {close[0]}?" if close else ""
+        raise DataError(f"Unknown data.task {name!r}.{hint} Available: {', '.join(TASKS)}.")
+    return TASKS[name]

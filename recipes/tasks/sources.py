@@ -1,0 +1,64 @@
+"""Reading a task's raw rows: a Hub dataset id, or local JSONL/Parquet files (one file, or a folder of splits)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from common.errors import UserError
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+class DataError(UserError):
+    """A dataset that does not have the task's shape; the message names the file and row."""
+
+
+def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
+    """(datasets builder name, files) for a local file, or a folder holding ``<split>*.jsonl|parquet``."""
+    if source.is_file():
+        files = [source]
+    else:
+        # The split is a whole word of the file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl.
+        word = re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
+        files = sorted(f for f in source.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
+        if not files:
+            raise DataError(
+                f"No {split} split in {source}: expected .jsonl or .parquet files with '{split}' as a word of their "
+                f"name (e.g. {split}.jsonl, {split}-00000-of-00001.parquet)."
+            )
+    kinds = {SUFFIXES.get(f.suffix) for f in files}
+    if None in kinds or len(kinds) > 1:
+        raise DataError(
+            f"{source}: expected .jsonl or .parquet files (one kind), got {[f.name for f in files]}."
+        )
+    return kinds.pop(), [str(f) for f in files]
+
+
+def resolve_source(source: str) -> str:
+    """``samples/...`` names a file bundled with the package; anything else is a path or a Hub id."""
+    return str(SAMPLES / source.removeprefix("samples/")) if source.startswith("samples/") else source
+
+
+def read_raw(source: str, split: str, config: str | None = None):
+    """Raw rows of ``split`` from a Hub id or a local path, as a ``datasets.Dataset``."""
+    from datasets import load_dataset
+
+    path = Path(resolve_source(source))
+    if path.exists():
+        builder, files = _local_files(path, split)
+        return load_dataset(builder, data_files={split: files}, split=split)
+    if path.suffix in SUFFIXES or source.startswith((".", "/")):
+        raise DataError(f"data.source {source!r}: no such file or folder.")
+    return load_dataset(source, config, split=split)
+
+
+def require_columns(raw, columns: tuple[str, ...], source: str) -> None:
+    """A DataError naming the source and the missing columns, if any."""
+    missing = set(columns) - set(raw.column_names)
+    if missing:
+        raise DataError(
+            f"{source}: rows need {' and '.join(columns)} fields; missing {sorted(missing)}. "
+            f"Found: {', '.join(raw.column_names) or 'no columns (an empty file?)'}."
+        )

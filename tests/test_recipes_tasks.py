@@ -1,0 +1,117 @@
+"""Tasks as a seam: the recipe names the task; GSM8K, generated arithmetic and a user's own JSONL load alike."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recipes.data import DataError, load_split
+from recipes.recipe import RecipeError, load_recipe
+from recipes.tasks import TASKS, get_task
+from recipes.tasks.arithmetic import SIZES, split_of
+
+SECTION = {"system_prompt": "Be brief.", "source": "unused", "config": None}
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_user_jsonl_task_keeps_ids_and_takes_the_answer_column_as_gold(tmp_path):
+    rows = [
+        {"question": f"Capital of country {i}?", "answer": f"City {i}", "id": f"geo-{i}"} for i in range(3)
+    ]
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    write_jsonl(tmp_path / "test.jsonl", [{"question": "2+2?", "answer": 4}])
+    train = load_split({**SECTION, "task": "jsonl", "source": str(tmp_path)}, split="train")
+    assert train["id"] == ["geo-0", "geo-1", "geo-2"] and train["gold"] == ["City 0", "City 1", "City 2"]
+    assert train[0]["prompt"][1] == {"role": "user", "content": "Capital of country 0?"}
+    test = load_split({**SECTION, "task": "jsonl", "source": str(tmp_path / "test.jsonl")}, split="test")
+    assert test["id"] == ["test-test-00000"] and test["gold"] == ["4"]
+
+
+def test_user_jsonl_errors_name_the_file_row_and_fix(tmp_path):
+    bad = write_jsonl(
+        tmp_path / "train.jsonl", [{"question": "q", "answer": "1"}, {"question": "q2", "answer": " "}]
+    )
+    with pytest.raises(DataError, match=r"train.jsonl \(train row 2\): empty answer"):
+        load_split({**SECTION, "task": "jsonl", "source": str(bad)}, split="train")
+    other = write_jsonl(tmp_path / "other.jsonl", [{"prompt": "q", "label": "1"}])
+    with pytest.raises(DataError, match=r"rows need question and answer fields; .* Found: prompt, label"):
+        load_split({**SECTION, "task": "jsonl", "source": str(other)}, split="train")
+    dup = write_jsonl(tmp_path / "dup.jsonl", [{"question": "a", "answer": "1", "id": 1}] * 2)
+    with pytest.raises(DataError, match="repeats ids"):
+        load_split({**SECTION, "task": "jsonl", "source": str(dup)}, split="train")
+
+
+def test_unknown_task_is_refused_at_load_with_a_suggestion():
+    with pytest.raises(
+        RecipeError,
+        match=r"data.task .* must be one of gsm8k, arithmetic, jsonl, got 'arithmetc'. "
+        r"Did you mean arithmetic\?",
+    ):
+        load_recipe("gsm8k_tiny", ["data.task=arithmetc"])
+    with pytest.raises(DataError, match=r"Unknown data.task 'gsm8'. Did you mean gsm8k\? Available: gsm8k, "):
+        get_task("gsm8")
+
+
+def test_arithmetic_splits_never_overlap_and_ids_are_stable():
+    splits = {split: load_split({**SECTION, "task": "arithmetic"}, split=split) for split in SIZES}
+    assert {s: len(rows) for s, rows in splits.items()} == SIZES
+    questions = {s: set(rows["question"]) for s, rows in splits.items()}
+    assert not questions["train"] & questions["test"] and not questions["train"] & questions["heldout"]
+    assert not questions["heldout"] & questions["test"]
+    assert all(split_of(q) == s for s, qs in questions.items() for q in qs)
+    again = load_split({**SECTION, "task": "arithmetic"}, split="test")
+    assert again["id"] == splits["test"]["id"] and len(set(again["id"])) == SIZES["test"]
+    first = splits["test"][0]
+    assert first["solution"].endswith(f"#### {first['gold']}") and first["gold"].isdigit()
+    with pytest.raises(DataError, match="has splits train, heldout, test; got 'validation'"):
+        load_split({**SECTION, "task": "arithmetic"}, split="validation")
+
+
+def test_every_task_is_documented_in_the_readme():
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    assert all(f"`{name}`" in readme for name in TASKS)
+
+
+@pytest.mark.slow
+def test_a_user_task_from_jsonl_trains_and_evaluates_end_to_end(tmp_path):
+    from recipes.evaluate import main as evaluate_main
+    from recipes.run import main as run_main
+
+    data = tmp_path / "my_task"
+    data.mkdir()
+    write_jsonl(
+        data / "train.jsonl", [{"question": f"What is {i} plus 1?", "answer": i + 1} for i in range(12)]
+    )
+    write_jsonl(
+        data / "test.jsonl",
+        [{"question": f"What is {i} plus 2?", "answer": i + 2, "id": f"t{i}"} for i in range(4)],
+    )
+    out = tmp_path / "run"
+    task = ["data.task=jsonl", f"data.source={data}"]
+    assert (
+        run_main(
+            [
+                "gsm8k_tiny",
+                *task,
+                f"trainer.output_dir={out}",
+                "trainer.max_steps=2",
+                "checkpoint.every_steps=2",
+            ]
+        )
+        == 0
+    )
+    assert (out / "adapter_model.safetensors").is_file()
+    assert "task: jsonl" in (out / "recipe.yaml").read_text()
+    records = tmp_path / "tuned.jsonl"
+    argv = ["gsm8k_tiny", *task, "--adapter", str(out), "--out", str(records), "--max-new-tokens", "8"]
+    assert evaluate_main(argv) == 0
+    loaded = [json.loads(line) for line in records.read_text().splitlines()]
+    assert sorted(r["id"] for r in loaded) == ["t0", "t1", "t2", "t3"]
+    assert {r["gold"] for r in loaded} == {"2", "3", "4", "5"}
