@@ -136,7 +136,7 @@ def build_random_model(config, folder: Path, dtype: str) -> None:
     """Save a random-weight model of ``config`` (a shipped shape) and the tiny model's tokenizer to ``folder``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from recipes.tiny_model import resolve_builtin
+    from recipes.builtin import resolve_builtin
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_builtin("builtin:tiny-llama"))
     if len(tokenizer) > config.vocab_size:  # cannot happen for the shipped shapes; guards future ones

@@ -13,3 +13,23 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def write_folder_atomically(folder: str | Path, save) -> Path:
+    """Call ``save(tmp)`` on a private folder beside ``folder``, then rename it into place.
+
+    A crash or an error leaves no half-written ``folder``; the private folder is removed.
+    """
+    import shutil
+    import tempfile
+
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        save(tmp)
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder

@@ -66,6 +66,7 @@ def check_combinations(recipe: Recipe) -> None:
             f"model.quantization={recipe.config['model']['quantization']} needs bitsandbytes, which is not "
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
+    errors += _unearnable_formats(recipe)
     for key in ("save_steps", "save_strategy", "reward_weights"):
         if f"trainer.{key}" in where:
             errors.append(
@@ -74,6 +75,27 @@ def check_combinations(recipe: Recipe) -> None:
             )
     if errors:
         raise RecipeError("\n".join(errors))
+
+
+def _unearnable_formats(recipe: Recipe) -> list[str]:
+    """A format reward whose layout the system prompt never asks for cannot be earned: the model is never told."""
+    from recipes.recipe import reward_defaults
+    from rewards import build_rewards, reward_name
+    from rewards._layout import STYLE_MARKERS
+
+    prompt = recipe.config["data"]["system_prompt"]
+    funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
+    errors = []
+    for index, func in enumerate(funcs):
+        marker = STYLE_MARKERS.get(getattr(func, "style", None))
+        if marker and marker not in prompt:
+            others = [f"style: {s}" for s, m in STYLE_MARKERS.items() if m in prompt]
+            errors.append(
+                f"rewards[{index}] ({reward_name(func)}) pays for the {func.style} layout, but data.system_prompt "
+                f"never mentions {marker!r}, so the model is never asked for it and the reward cannot be earned. "
+                f"Ask for it in data.system_prompt{', or set ' + others[0] if others else ''}."
+            )
+    return errors
 
 
 def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> None:

@@ -10,7 +10,7 @@ import logging
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from recipes.tiny_model import resolve_builtin
+from recipes.builtin import resolve_builtin
 
 logger = logging.getLogger(__name__)
 # Dedicated padding tokens some chat models ship but do not declare as pad_token (Llama 3.1 reserves the first).

@@ -15,6 +15,8 @@ from typing import NamedTuple
 from rewards._parsing import HASH_LINE, answer_from_snippet, is_plain_number, tail
 
 STYLES = ("tags", "hash")
+# What a prompt must mention for a model to learn each layout: the format reward cannot be earned otherwise.
+STYLE_MARKERS = {"tags": "<answer>", "hash": "####"}
 _REASONING_OPEN = re.compile(r"<reasoning>", re.IGNORECASE)
 _REASONING_CLOSE = re.compile(r"</reasoning>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)

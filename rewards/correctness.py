@@ -98,6 +98,13 @@ class Correctness:
             else check_int("max_completion_length", max_completion_length, 1)
         )
         self.precedence = check_precedence(precedence)
+        if self.max_completion_length is not None and self.max_completion_length <= self.min_tokens:
+            raise ValueError(
+                f"can never pay: completions stop at max_completion_length={self.max_completion_length} tokens, "
+                f"and a correct answer earns nothing at or below min_tokens={self.min_tokens}. Set min_tokens "
+                f"below {self.max_completion_length} (and full_credit_tokens at most {self.max_completion_length}),"
+                " or raise trainer.max_completion_length."
+            )
 
     def __call__(
         self,

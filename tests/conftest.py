@@ -34,7 +34,7 @@ def gsm8k_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """Folder of the built-in tiny Llama (built once per cache)."""
-    from recipes.tiny_model import resolve_builtin
+    from recipes.builtin import resolve_builtin
 
     return Path(resolve_builtin("builtin:tiny-llama"))
 

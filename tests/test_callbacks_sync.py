@@ -43,7 +43,7 @@ def test_rotation_cannot_break_an_upload(store, tmp_path, caplog):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
-    from recipes.tiny_model import resolve_builtin
+    from recipes.builtin import resolve_builtin
 
     upload = store.upload
 

@@ -120,7 +120,7 @@ def test_shipped_names_resolve_offline(monkeypatch):
 
 
 def test_builtin_tiny_model_resolves_through_its_folder():
-    from recipes.tiny_model import TINY_CONFIG
+    from recipes.builtin.tiny_llama import TINY_CONFIG
 
     config = load_model_config(
         {"name_or_path": "builtin:tiny-llama", "revision": None, "trust_remote_code": False}

@@ -260,3 +260,29 @@ def test_checkpoint_section_is_validated_at_load_by_its_one_rule_set():
         load_recipe("gsm8k_tiny", ["checkpoint.keep_last=2"])
     printed = run_cli("gsm8k_tiny", "checkpoint.run_id=my run", "--print")
     assert printed.returncode == 2 and "checkpoint.run_id must be null or letters" in printed.stderr
+
+
+def test_a_correctness_reward_that_can_never_pay_is_refused_at_load():
+    dead = "rewards=[{name: correctness, min_tokens: 50, full_credit_tokens: 100}]"
+    with pytest.raises(RecipeError) as error:
+        load_recipe("gsm8k_tiny", [dead])  # completions stop at 32 tokens
+    assert (
+        "rewards[0] (correctness): can never pay: completions stop at max_completion_length=32 tokens"
+        in str(error.value)
+    )
+    assert "Set min_tokens below 32" in str(error.value) and "or raise trainer.max_completion_length" in str(
+        error.value
+    )
+    assert load_recipe("gsm8k_tiny", [dead, "trainer.max_completion_length=64"])
+
+
+def test_a_format_reward_the_prompt_never_asks_for_is_refused_at_load():
+    with pytest.raises(RecipeError) as error:
+        load_recipe(
+            "gsm8k_tiny", ["data.system_prompt='Answer as <answer>n</answer>.'"]
+        )  # format style: hash
+    assert (
+        "rewards[1] (format) pays for the hash layout, but data.system_prompt never mentions '####'"
+        in str(error.value)
+    )
+    assert "or set style: tags" in str(error.value)

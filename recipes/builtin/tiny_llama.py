@@ -4,21 +4,18 @@ The `gsm8k_tiny` recipe names it as ``model.name_or_path: builtin:tiny-llama``. 
 byte-level BPE tokenizer trained on the bundled GSM8K sample, so a full GRPO run works on a CPU with no
 network. It cannot do arithmetic; it exists to exercise every code path with a real architecture.
 
-    python -m recipes.tiny_model /tmp/tiny-llama      # build one by hand
+    python -m recipes.builtin.tiny_llama /tmp/tiny-llama      # build one by hand
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
-BUILTIN_PREFIX = "builtin:"
-SAMPLES = Path(__file__).parent / "samples"
+from recipes.atomic import write_folder_atomically
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 # Special tokens of the tiny chat format. `<|end|>` closes every turn and is the EOS token, so a completion
 # ends when the model emits it, as with a real instruct model.
@@ -42,11 +39,6 @@ TINY_CONFIG = {
     "tie_word_embeddings": False,
     "initializer_range": 0.1,
 }
-
-
-def cache_dir() -> Path:
-    """Where built-in models are cached (``$GRPO_RECIPES_CACHE``, default ``~/.cache/grpo-recipes``)."""
-    return Path(os.environ.get("GRPO_RECIPES_CACHE", Path.home() / ".cache" / "grpo-recipes"))
 
 
 def _corpus() -> list[str]:
@@ -100,37 +92,20 @@ def build_tiny_model(folder: str | Path, *, vocab_size: int = 512, seed: int = 0
     model = LlamaForCausalLM(config)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
 
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-    try:
+    def save(tmp: Path) -> None:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        tmp.rename(folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
+
+    return write_folder_atomically(folder, save)
 
 
-def resolve_builtin(name_or_path: str) -> str:
-    """Map ``builtin:tiny-llama`` to a cached local folder, building it on first use; pass other names through."""
-    if not name_or_path.startswith(BUILTIN_PREFIX):
-        return name_or_path
-    name = name_or_path[len(BUILTIN_PREFIX) :]
-    if name != "tiny-llama":
-        raise ValueError(f"Unknown built-in model {name_or_path!r}. Available: builtin:tiny-llama")
-    # The folder name carries a digest of everything that shapes the model, so a changed recipe never reuses a stale one.
-    digest = hashlib.sha256(
-        repr((TINY_CONFIG, SPECIAL_TOKENS, CHAT_TEMPLATE, BUILD_VERSION)).encode()
-    ).hexdigest()[:10]
-    folder = cache_dir() / f"tiny-llama-{digest}"
-    if not folder.exists():
-        try:
-            build_tiny_model(folder)
-        except OSError:
-            if not folder.exists():  # another process may have won the rename race; that is fine
-                raise
-    return str(folder)
+def build(folder: Path) -> Path:
+    """What ``builtin:tiny-llama`` builds (``recipes.builtin`` caches it)."""
+    return build_tiny_model(folder)
+
+
+# Everything that shapes the built model: a change makes a new cache folder, never a stale reuse.
+BUILD_KEY = (TINY_CONFIG, SPECIAL_TOKENS, CHAT_TEMPLATE, BUILD_VERSION)
 
 
 if __name__ == "__main__":
