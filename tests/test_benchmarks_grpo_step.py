@@ -121,6 +121,8 @@ def test_planner_matches_live_tensors_of_a_full_width_qwen_shape():
         "--count-tensors", "trainer.bf16=false", "trainer.per_device_train_batch_size=4",
         "trainer.num_generations=4", "trainer.gradient_accumulation_steps=1",
         "trainer.max_completion_length=16", "data.max_prompt_tokens=192",
+        # the base's length gate (50 tokens) could never pay at 16; memory does not depend on the gate
+        "rewards=[{name: correctness, reward: 5.0, min_tokens: 4, full_credit_tokens: 12}, {name: format}]",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "0.327B params" in result.stdout  # 151,936 x 1,536 tied embedding + 2 layers

@@ -61,7 +61,7 @@ def test_exponent_floats_read_as_floats():
 def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
     (tmp_path / "_parent.yaml").write_text(
         "model: {name_or_path: builtin:tiny-llama, dtype: float32}\n"
-        "data: {system_prompt: hi, source: samples/gsm8k_train_sample.jsonl}\n"
+        "data: {system_prompt: 'Answer in <answer> tags.', source: samples/gsm8k_train_sample.jsonl}\n"
         "rewards: [{name: correctness}, {name: format}]\ntrainer: {bf16: false, num_generations: 4}\n"
     )
     (tmp_path / "child.yaml").write_text(

@@ -57,9 +57,9 @@ def test_build_rewards_binds_parameters_names_and_weights():
 
 
 def test_defaults_fill_only_what_specs_leave_out():
-    spec = {"name": "correctness", "max_completion_length": 32}
+    spec = {"name": "correctness", "max_completion_length": 64}
     (func,), _ = build_rewards([spec], defaults={"max_completion_length": 512, "unrelated": 1})
-    assert func.max_completion_length == 32
+    assert func.max_completion_length == 64
     (func,), _ = build_rewards([{"name": "format"}], defaults={"max_completion_length": 512})
     assert not hasattr(func, "max_completion_length")
 
