@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from callbacks.errors import CheckpointError
+from common.secrets import credential_problem
 
 logger = logging.getLogger(__name__)
 Progress = Callable[[int], None] | None
@@ -168,6 +169,9 @@ def open_store(uri: str, endpoint_url: str | None = None) -> Store:
     Raises:
         CheckpointError: For an unsupported scheme or a malformed S3 URI.
     """
+    for key, value in (("checkpoint URI", uri), ("checkpoint.endpoint_url", endpoint_url)):
+        if problem := credential_problem(key, value):
+            raise CheckpointError(problem)
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
         if not parsed.netloc:

@@ -4,6 +4,7 @@ A leaf: it imports nothing from ``recipes``, ``rewards``, ``callbacks`` or ``sta
 each of them (``stats`` too, which must start in about a second) can use it.
 """
 
+from common import quiet  # noqa: F401  (installs its log filters before peft or TRL are imported)
 from common.errors import UserError
 
 __all__ = ["UserError"]

@@ -44,9 +44,11 @@ from recipes.evaluation.generation import Decoding, EvaluationError
 from recipes.evaluation.records import (
     append_records,
     check_resumable,
+    check_writable,
     format_style,
     make_record,
     read_records,
+    repair_end,
     summary,
 )
 from recipes.recipe import load_recipe
@@ -158,6 +160,9 @@ def evaluate(
     decoding = generation.decoding_for(
         recipe.config["trainer"], temperature, top_p, max_new_tokens, samples=samples
     )
+    out = Path(out)  # checked before any download or model load
+    existing, repair = read_records(out)
+    check_writable(out)
     folder = None
     if adapter:
         folder = fetch_checkpoint(str(adapter), endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
@@ -176,8 +181,6 @@ def evaluate(
         "source": data["source"],
         **dataclasses.asdict(decoding),
     }
-    out = Path(out)
-    existing = read_records(out)
     check_resumable(existing, settings, out)
     done = {(r.get("id"), r.get("sample")): r for r in existing}
     # Batches are cut from the full plan, never from what is left, so a resumed run meets the same batches.
@@ -195,6 +198,7 @@ def evaluate(
         prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
         style = format_style(recipe.config["rewards"])
         out.parent.mkdir(parents=True, exist_ok=True)
+        repair_end(out, repair)
         with (
             open(out, "a", encoding="utf-8") as handle,
             tqdm(total=len(units), initial=finished, unit="sample", desc="evaluate") as progress,

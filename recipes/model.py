@@ -10,6 +10,7 @@ import logging
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
+from common.quiet import BNB_CPU_4BIT_KERNEL
 from recipes.builtin import resolve_builtin
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ def load_tokenizer(model: dict):
 def quantization_config(model: dict) -> BitsAndBytesConfig | None:
     """bitsandbytes settings for ``model.quantization`` (NF4 with double quantization for 4-bit: QLoRA's)."""
     if model["quantization"] == "4bit":
+        if BNB_CPU_4BIT_KERNEL.message and not torch.cuda.is_available():
+            logger.warning(BNB_CPU_4BIT_KERNEL.message)  # the fast CPU kernel applies to this run
         compute = torch.float32 if model["dtype"] in ("float32", "auto") else getattr(torch, model["dtype"])
         return BitsAndBytesConfig(
             load_in_4bit=True,

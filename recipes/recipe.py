@@ -24,6 +24,7 @@ import yaml
 from callbacks.errors import CheckpointError
 from callbacks.settings import CheckpointSettings
 from common.errors import UserError
+from common.secrets import credential_problem, redact
 from recipes import schema
 
 RECIPE_DIR = Path(__file__).parent
@@ -118,9 +119,9 @@ def parse_override(text: str) -> dict:
     key, sep, value = text.partition("=")
     if not sep or not key or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
         raise RecipeError(
-            f"Malformed override {text!r}: expected section.key=value, e.g. trainer.learning_rate=1e-5."
+            f"Malformed override {redact(text)!r}: expected section.key=value, e.g. trainer.learning_rate=1e-5."
         )
-    nested: Any = parse_yaml(value, f"override {text!r}") if value.strip() else None
+    nested: Any = parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None
     for part in reversed(key.split(".")):
         nested = {part: nested}
     return nested
@@ -134,6 +135,19 @@ def _merge(into: dict, layer: dict, source: str, origins: dict, prefix: str = ""
         else:
             into[key] = value
             origins[path] = source
+
+
+def _credentials(config: dict, origins: dict, prefix: str = "") -> list[str]:
+    """Refuse every string value holding a URI with credentials: the recipe is saved with each checkpoint."""
+    problems = []
+    for key, value in config.items() if isinstance(config, dict) else enumerate(config):
+        path = f"{prefix}{key}" if isinstance(config, dict) else f"{prefix.rstrip('.')}[{key}]"
+        if isinstance(value, (dict, list)):
+            problems += _credentials(value, origins, f"{path}.")
+        elif problem := credential_problem(path, value):
+            source = origins.get(path) or origins.get(path.split(".")[0].split("[")[0], "the recipe")
+            problems.append(f"{problem} (set in {source})")
+    return problems
 
 
 def _annotation_types(annotation) -> tuple | None:
@@ -268,7 +282,9 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
         RecipeError: Listing every problem found, each naming its file and key.
     """
     path = find_recipe(name_or_path)
-    layers = _read_layers(path) + [(f"command-line override {o!r}", parse_override(o)) for o in overrides]
+    layers = _read_layers(path) + [
+        (f"command-line override {redact(o)!r}", parse_override(o)) for o in overrides
+    ]
     config: dict[str, Any] = {section: schema.defaults(section) for section in schema.SECTIONS}
     config.update({"rewards": [], "callbacks": [], "trainer": {}})
     origins: dict[str, str] = {}
@@ -281,6 +297,7 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
         _merge(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
     for section in (*schema.SECTIONS, "trainer"):
         _check_section(section, config[section], origins, errors)
+    errors += _credentials(config, origins)
     if not errors:
         try:
             CheckpointSettings(**config["checkpoint"])

@@ -208,9 +208,57 @@ def test_eval_data_finds_the_split_file_and_drops_training_filters(tmp_path):
 
 def test_a_corrupt_line_inside_the_file_is_an_error_naming_it(tmp_path):
     out = tmp_path / "x.jsonl"
-    out.write_text('{"id": "a", "sample": 0}\nnot json\n{"id": "b", "sample": 0}\n')
+    record = '{"id": "a", "sample": 0, "correct": true}\n'
+    out.write_text(record + "not json\n" + record)
     with pytest.raises(EvaluationError, match="x.jsonl line 2 is not valid JSON"):
         read_records(out)
+    out.write_text(record + '{"id": "b"}\n')
+    with pytest.raises(
+        EvaluationError, match=r"line 2 is not an evaluation record \(a JSON object with id, sample"
+    ):
+        read_records(out)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["my notes", "my notes\n", '{"id": "a", "sample": 0}', "\u00ff".encode("latin-1"), "ok\n" + "x" * 9],
+    ids=["one-line", "one-line-ended", "json-not-a-record", "not-utf8", "two-lines"],
+)
+def test_a_file_this_evaluator_did_not_write_is_refused_and_left_untouched(
+    tmp_path, capsys, text, monkeypatch
+):
+    out = tmp_path / "notes.jsonl"
+    out.write_bytes(text if isinstance(text, bytes) else text.encode())
+    before = out.read_bytes()
+    monkeypatch.setattr(generation, "load_generator", lambda *a, **k: pytest.fail("loaded a model"))
+    code, _, err = run(capsys, *ARGS, "--out", out)
+    assert code == 2 and "Traceback" not in err
+    assert "it was not written by this evaluator, and it is left untouched. Use a new --out file." in err
+    assert out.read_bytes() == before
+
+
+def test_a_complete_last_record_without_a_newline_is_kept(baseline, tmp_path, capsys, count_generate):
+    out = tmp_path / "base.jsonl"
+    whole = baseline.read_text()
+    out.write_text(whole.rstrip("\n"))  # every record there, the final newline lost
+    assert run(capsys, *ARGS, "--out", out)[0] == 0
+    assert count_generate["n"] == 0 and out.read_text() == whole.rstrip(
+        "\n"
+    )  # nothing to do, nothing written
+    out.write_text("".join(whole.splitlines(keepends=True)[:6]).rstrip("\n"))  # batches 1-2, unterminated
+    assert run(capsys, *ARGS, "--out", out)[0] == 0
+    assert count_generate["n"] == 1  # only the third batch; the sixth record was kept
+    assert out.read_bytes() == baseline.read_bytes()
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_before_a_model_loads(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(generation, "load_generator", lambda *a, **k: pytest.fail("loaded a model"))
+    code, _, err = run(capsys, *ARGS, "--out", tmp_path)
+    assert code == 2 and f"--out {tmp_path} is a folder; give a .jsonl file path" in err
+    (tmp_path / "file").write_text("mine")
+    code, _, err = run(capsys, *ARGS, "--out", tmp_path / "file" / "x.jsonl")
+    assert code == 2 and f"{tmp_path / 'file'} is a file, not a folder" in err
+    assert (tmp_path / "file").read_text() == "mine"
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Evaluation records on disk: read (dropping a crash's half line), check before appending, write, summarise.
+"""Evaluation records on disk: read (refusing foreign files, repairing a crash's half line), check, write, summarise.
 
 One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/evaluate.py` writes them and
 `python -m stats.compare` reads them.
@@ -18,29 +18,79 @@ from recipes.evaluation.generation import EvaluationError
 logger = logging.getLogger("recipes.evaluate")
 
 
-def read_records(path: Path) -> list[dict]:
-    """Records already in ``path``; a half-written last line (a crash mid-write) is dropped from the file."""
+# Every record has these; a line without them was not written by this evaluator.
+RECORD_KEYS = ("id", "sample", "correct")
+
+
+def _record(path: Path, lineno: int, line: str) -> dict:
+    """One parsed line, or EvaluationError naming the line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as e:
+        problem = f"is not valid JSON ({e.msg})"
+    else:
+        if isinstance(record, dict) and all(key in record for key in RECORD_KEYS):
+            return record
+        problem = f"is not an evaluation record (a JSON object with {', '.join(RECORD_KEYS)})"
+    raise EvaluationError(
+        f"{path} line {lineno} {problem}; it was not written by this evaluator, and it is left untouched. "
+        "Use a new --out file."
+    )
+
+
+def read_records(path: Path) -> tuple[list[dict], str | None]:
+    """Records already in ``path``, and how its end must be repaired before appending.
+
+    Reads only: the file is checked whole before anything is written to it. The repair is None, "newline"
+    (the last record is complete but unterminated) or "drop" (a half-written last line, a crash mid-write,
+    after at least one complete record). A file of anything else is refused, never emptied.
+    """
+    if path.is_dir():
+        raise EvaluationError(
+            f"--out {path} is a folder; give a .jsonl file path, e.g. {path / 'base.jsonl'}."
+        )
     if not path.exists():
-        return []
-    text = path.read_text(encoding="utf-8")
-    complete, newline, partial = text.rpartition("\n")
-    if partial:
-        write_text_atomically(path, complete + newline)
+        return [], None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise EvaluationError(
+            f"{path} is not UTF-8 text; it was not written by this evaluator, and it is left untouched. "
+            "Use a new --out file."
+        ) from None
+    *lines, last = text.split("\n")  # last is "" when the file ends with a newline
+    records = [_record(path, i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    if not last.strip():
+        return records, None
+    try:
+        records.append(_record(path, len(lines) + 1, last))
+        return records, "newline"
+    except EvaluationError:
+        if not records:  # nothing shows this is our file: a half line is only a half line after records
+            raise
+        return records, "drop"
+
+
+def repair_end(path: Path, repair: str | None) -> None:
+    """Make ``path`` end with a complete line before appending (see ``read_records``)."""
+    if repair == "newline":
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("\n")
+    elif repair == "drop":
+        complete = path.read_text(encoding="utf-8").rpartition("\n")[0]
+        write_text_atomically(path, complete + "\n")
         logger.warning(
             "%s: dropped an incomplete last line (an interrupted write); its sample is redone.", path
         )
-    records = []
-    for lineno, line in enumerate(complete.splitlines(), start=1):
-        try:
-            record = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError as e:
-            raise EvaluationError(
-                f"{path} line {lineno} is not valid JSON ({e.msg}); it was not written by this evaluator. "
-                "Use a new --out file."
-            ) from None
-        if record is not None:
-            records.append(record)
-    return records
+
+
+def check_writable(path: Path) -> None:
+    """Refuse an --out file that cannot be written, before a model is loaded for it."""
+    folder = next(p for p in (path, *path.parents) if p.exists())
+    if folder != path and not folder.is_dir():
+        raise EvaluationError(f"--out {path}: {folder} is a file, not a folder. Choose another --out path.")
+    if not os.access(folder, os.W_OK):
+        raise EvaluationError(f"--out {path}: {folder} is not writable. Choose another --out path.")
 
 
 def check_resumable(records: list[dict], settings: dict, path: Path) -> None:

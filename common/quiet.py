@@ -1,0 +1,29 @@
+"""Third-party warnings that do not apply to most runs, held back in one place.
+
+bitsandbytes logs, on every import on an AVX512-BF16 CPU, that its optional fast 4-bit CPU kernel could not be
+fetched. Only a 4-bit model on a CPU uses that kernel, so the message is kept and shown by the model loader
+then (``recipes/model.py``), and dropped otherwise. Importing ``common`` installs the filter, before any entry
+point imports peft or TRL (which import bitsandbytes).
+"""
+
+from __future__ import annotations
+
+import logging
+
+
+class HeldBack(logging.Filter):
+    """Drops records whose message contains ``marker``, keeping the last one in ``self.message``."""
+
+    def __init__(self, marker: str):
+        super().__init__()
+        self.marker, self.message = marker, None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.marker in record.getMessage():
+            self.message = record.getMessage()
+            return False
+        return True
+
+
+BNB_CPU_4BIT_KERNEL = HeldBack("gemm_4bit_forward")
+logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(BNB_CPU_4BIT_KERNEL)

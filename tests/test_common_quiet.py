@@ -1,0 +1,49 @@
+"""bitsandbytes' CPU 4-bit kernel hint is held back unless a 4-bit model is loaded on a CPU."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+from common.quiet import HeldBack
+
+HINT = "gemm_4bit_forward"
+
+
+def test_held_back_drops_only_its_marker_and_keeps_the_message(caplog):
+    log = logging.getLogger("test.quiet")
+    held = HeldBack(HINT)
+    log.addFilter(held)
+    try:
+        with caplog.at_level(logging.WARNING, logger="test.quiet"):
+            log.warning("Failed to load CPU %s: %s", HINT, "no kernels")
+            log.warning("something else")
+    finally:
+        log.removeFilter(held)
+    assert [r.getMessage() for r in caplog.records] == ["something else"]
+    assert held.message == f"Failed to load CPU {HINT}: no kernels"
+
+
+def _stderr(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stderr
+
+
+def test_importing_peft_after_common_prints_no_kernel_hint_and_a_4bit_load_on_cpu_shows_it():
+    raw = _stderr("import peft")
+    quiet = _stderr(
+        "import logging, common, peft\n"
+        "from common.quiet import BNB_CPU_4BIT_KERNEL as held\n"
+        "print('held' if held.message else 'none', file=__import__('sys').stderr)\n"
+        "logging.basicConfig()\n"
+        "from recipes.model import quantization_config\n"
+        "quantization_config({'quantization': 'none', 'dtype': 'float32'})\n"
+        "print('4bit', file=__import__('sys').stderr)\n"
+        "quantization_config({'quantization': '4bit', 'dtype': 'float32'})\n"
+    )
+    before_4bit, after_4bit = quiet.split("4bit\n")
+    assert HINT not in before_4bit
+    if HINT in raw:  # this CPU has AVX512-BF16: bitsandbytes logs the hint on import
+        assert before_4bit.strip().endswith("held") and HINT in after_4bit
+    else:
+        assert before_4bit.strip().endswith("none") and HINT not in after_4bit
