@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
+from callbacks.lock import OutputLock
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
 from callbacks.settings import CheckpointSettings
@@ -46,6 +47,12 @@ class CheckpointPlan:
     resume_from: str | None = None
     run_id: str = ""
     uri: str | None = None
+    lock: OutputLock | None = None  # the main process's lock on output_dir, held until release()
+
+    def release(self) -> None:
+        """Free the output folder for the next launch (call when the run ends, however it ends)."""
+        if self.lock:
+            self.lock.release()
 
 
 class CheckpointSyncCallback(TrainerCallback):
@@ -171,12 +178,14 @@ def prepare_checkpointing(
     output_dir = Path(output_dir)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     is_main = _partial_state().is_main_process if distributed else True
-    store, outcome = None, None
+    store, outcome, lock = None, None, None
     if is_main:
         try:
             store = open_store(uri, endpoint_url) if uri else None
             if store:
                 store.preflight()
+            # Before any write: a second launch on this folder must not touch the first one's files (staging too).
+            lock = OutputLock(output_dir, SYNC_DIR, recipe_name)
             shutil.rmtree(output_dir / SYNC_DIR / "staging", ignore_errors=True)
             run = RunInfo(recipe_name, recipe_yaml, run_id or "", keep_last)
             resolver = Resolver(
@@ -187,6 +196,8 @@ def prepare_checkpointing(
         except CheckpointError as e:
             outcome = e
         except Exception:
+            if lock:
+                lock.release()
             if distributed:  # the other processes must not wait forever for an answer
                 _broadcast(
                     CheckpointError("The main process failed while preparing checkpoints; see its error.")
@@ -195,6 +206,8 @@ def prepare_checkpointing(
     if distributed:
         outcome = _broadcast(outcome)
     if isinstance(outcome, CheckpointError):
+        if lock:
+            lock.release()
         raise outcome
     resume_from, effective_run = outcome
     if is_main:
@@ -204,5 +217,9 @@ def prepare_checkpointing(
     run = RunInfo(recipe_name, recipe_yaml, effective_run, keep_last)
     callbacks = [CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging")] if uri else []
     return CheckpointPlan(
-        callbacks=callbacks, resume_from=resume_from, run_id=effective_run, uri=store.uri if store else uri
+        callbacks=callbacks,
+        resume_from=resume_from,
+        run_id=effective_run,
+        uri=store.uri if store else uri,
+        lock=lock,
     )

@@ -95,6 +95,7 @@ def train(recipe) -> Path:
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment
     from recipes.model import load_config
+    from recipes.rerun import finished_step, keep_final_adapter
 
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
@@ -111,16 +112,29 @@ def train(recipe) -> Path:
         recipe_yaml=recipe.to_yaml(),
         **recipe.config["checkpoint"],
     )
-    if state.is_main_process:
-        write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
-    trainer = build_trainer(recipe, callbacks=[*plan.callbacks, *build_callbacks(recipe.config["callbacks"])])
-    if plan.resume_from:
-        logger.info("Resuming from %s", plan.resume_from)
-    trainer.train(resume_from_checkpoint=plan.resume_from)
-    trainer.save_model(str(output_dir))  # the final adapter and tokenizer
-    trainer.save_state()  # trainer_state.json: what stats.curves plots
-    if state.is_main_process:
-        logger.info("Final adapter saved to %s", output_dir)
+    try:
+        finished = finished_step(recipe, plan.resume_from)
+        if finished is None:
+            if state.is_main_process:
+                write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
+            callbacks = [*plan.callbacks, *build_callbacks(recipe.config["callbacks"])]
+            trainer = build_trainer(recipe, callbacks=callbacks)
+            if plan.resume_from:
+                logger.info("Resuming from %s", plan.resume_from)
+            trainer.train(resume_from_checkpoint=plan.resume_from)
+            trainer.save_model(str(output_dir))  # the final adapter and tokenizer
+            trainer.save_state()  # trainer_state.json: what stats.curves plots
+            if state.is_main_process:
+                logger.info("Final adapter saved to %s", output_dir)
+        elif state.is_main_process:
+            keep_final_adapter(Path(plan.resume_from), output_dir)
+            logger.info(
+                "%s already finished at step %d (trainer.max_steps=%d): nothing to train. The final adapter is in "
+                "%s. To train longer, raise trainer.max_steps; for a new run, set trainer.output_dir.",
+                recipe.name, finished, recipe.config["trainer"]["max_steps"], output_dir,
+            )  # fmt: skip
+    finally:
+        plan.release()
     # Close the process group while every rank is alive: a gloo group left to the interpreter's exit can abort a
     # finished run ("terminate called without an active exception") and fail the launcher.
     state.wait_for_everyone()

@@ -1,0 +1,99 @@
+"""A launch on an output folder that already holds a run: a finished run stays finished, a changed recipe is refused.
+
+    accelerate launch recipes/run.py arith_tiny    # again, once finished: "already finished at step 400"
+
+Without this, ``resume: latest`` on a finished run trains past max_steps and writes over the final adapter, and a
+run continued with another recipe mixes two experiments in one set of checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from recipes.recipe import Recipe, RecipeError
+
+logger = logging.getLogger(__name__)
+# What a continued run may change: how long it trains (raise max_steps to extend a finished run), how it
+# logs, and how its checkpoints are kept. Any other change alters what the run computes.
+MAY_CHANGE = (
+    "trainer.max_steps",
+    "trainer.logging_steps",
+    "trainer.report_to",
+    "checkpoint.resume",
+    "checkpoint.overwrite",
+    "checkpoint.keep_last",
+    "callbacks",
+)
+# Checkpoint files that are not the model: the final adapter folder gets everything else.
+NOT_THE_MODEL = ("manifest.json", "recipe.yaml", "optimizer.pt", "scheduler.pt", "scaler.pt")
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    """``{"trainer": {"beta": 0}}`` -> ``{"trainer.beta": 0}``; lists stay whole values."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def changed_keys(before: dict, after: dict) -> list[str]:
+    """``key: old -> new`` for each key whose value differs, leaving out those in MAY_CHANGE."""
+    old, new = flatten(before), flatten(after)
+    return [
+        f"{key}: {old.get(key)!r} -> {new.get(key)!r}"
+        for key in dict.fromkeys([*old, *new])
+        if old.get(key) != new.get(key) and key not in MAY_CHANGE
+    ]
+
+
+def _saved_recipe(checkpoint: Path, output_dir: Path) -> dict | None:
+    """The recipe the run was made with: the checkpoint's own copy (synced runs), else the output folder's."""
+    for path in (checkpoint / "recipe.yaml", output_dir / "recipe.yaml"):
+        if path.is_file():
+            return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return None
+
+
+def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
+    """The step a resumed run already finished at (None: it has training left, or nothing is resumed).
+
+    Raises:
+        RecipeError: ``resume: latest`` found a run made with a different recipe; names the changed keys.
+    """
+    if not resume_from or recipe.config["checkpoint"]["resume"] != "latest":
+        return None  # an explicit checkpoint is the user's deliberate choice, whatever recipe made it
+    checkpoint, output_dir = Path(resume_from), Path(recipe.config["trainer"]["output_dir"])
+    before = _saved_recipe(checkpoint, output_dir)
+    changed = changed_keys(before, yaml.safe_load(recipe.to_yaml())) if before else []
+    if changed:
+        uri = recipe.config["checkpoint"]["uri"]
+        fresh = f"trainer.output_dir={output_dir}-2" + (f" checkpoint.uri={uri.rstrip('/')}-2" if uri else "")
+        raise RecipeError(
+            f"{output_dir} holds a run made with a different recipe ({'; '.join(changed)}), and "
+            f"checkpoint.resume=latest would continue it. Rerun with the recipe it was made with, or start a "
+            f"new run elsewhere: {fresh}"
+        )
+    step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
+    return step if step >= recipe.config["trainer"]["max_steps"] else None
+
+
+def keep_final_adapter(checkpoint: Path, output_dir: Path) -> None:
+    """Put the last checkpoint's adapter in ``output_dir`` if a crash came between that save and the final one."""
+    if (output_dir / "adapter_model.safetensors").is_file():
+        return
+    for source in sorted(checkpoint.iterdir()):
+        if source.is_file() and source.name not in NOT_THE_MODEL and not source.name.startswith("rng_state"):
+            tmp = output_dir / f".{source.name}.tmp"
+            shutil.copy2(source, tmp)
+            os.replace(tmp, output_dir / source.name)
+    logger.info("Final adapter restored in %s from %s", output_dir, checkpoint)

@@ -1,0 +1,92 @@
+"""A second launch on a finished run: nothing trained, nothing overwritten; a changed recipe is refused."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from recipes.recipe import load_recipe
+from recipes.rerun import changed_keys
+
+pytestmark = pytest.mark.slow
+ARGS = ["trainer.max_steps=4", "checkpoint.every_steps=2"]
+
+
+def run(out, *overrides) -> subprocess.CompletedProcess:
+    command = [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}", *ARGS, *overrides]
+    return subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def snapshot(folder) -> dict:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rerun") / "run"
+    result = run(out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out
+
+
+def test_a_finished_run_rerun_trains_nothing_and_changes_nothing(finished):
+    before = snapshot(finished)
+    result = run(finished)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "gsm8k_tiny already finished at step 4 (trainer.max_steps=4): nothing to train" in result.stderr
+    assert "'learning_rate'" not in result.stdout + result.stderr  # no training step logged
+    assert snapshot(finished) == before
+    assert not (finished / "checkpoint-5").exists()
+
+
+def test_a_changed_recipe_is_refused_naming_the_changed_keys(finished):
+    before = snapshot(finished)
+    result = run(finished, "trainer.learning_rate=0.5", "lora.r=4")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: {finished} holds a run made with a different recipe (")
+    made = load_recipe("gsm8k_tiny").config
+    assert f"trainer.learning_rate: {made['trainer']['learning_rate']!r} -> 0.5" in error
+    assert f"lora.r: {made['lora']['r']!r} -> 4" in error
+    assert f"trainer.output_dir={finished}-2" in error
+    assert snapshot(finished) == before
+
+
+def test_a_crash_before_the_final_save_is_finished_from_the_last_checkpoint(finished, tmp_path):
+    out = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
+    (out / "recipe.yaml").write_text((out / "recipe.yaml").read_text().replace(str(finished), str(out)))
+    for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json"):
+        (out / name).unlink()
+    result = run(out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Final adapter restored" in result.stderr
+    last = out / "checkpoint-4"
+    for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json"):
+        assert (out / name).read_bytes() == (last / name).read_bytes()
+    assert not (out / "optimizer.pt").exists()
+
+
+def test_raising_max_steps_continues_the_run(finished, tmp_path):
+    out = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
+    (out / "recipe.yaml").write_text((out / "recipe.yaml").read_text().replace(str(finished), str(out)))
+    result = run(out, "trainer.max_steps=6")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+    assert (out / "checkpoint-6").is_dir()
+    assert (result.stdout + result.stderr).count("'learning_rate'") == 2  # steps 5 and 6 only
+
+
+def test_changed_keys_ignore_what_a_continued_run_may_change():
+    before = load_recipe("gsm8k_tiny").config
+    after = load_recipe(
+        "gsm8k_tiny", ["trainer.max_steps=99", "trainer.beta=0.1", "trainer.logging_steps=3"]
+    ).config
+    assert changed_keys(before, after) == ["trainer.beta: 0.0 -> 0.1"]
