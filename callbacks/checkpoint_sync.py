@@ -23,6 +23,7 @@ from transformers import TrainerCallback
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lock import OutputLock
+from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
 from callbacks.settings import CheckpointSettings
@@ -33,6 +34,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointPlan",
     "CheckpointSyncCallback",
+    "SealCallback",
     "fetch_checkpoint",
     "prepare_checkpointing",
 ]
@@ -53,6 +55,29 @@ class CheckpointPlan:
         """Free the output folder for the next launch (call when the run ends, however it ends)."""
         if self.lock:
             self.lock.release()
+
+
+class SealCallback(TrainerCallback):
+    """After each save, write the checkpoint's manifest (every file's size and SHA-256) into its folder.
+
+    A later launch then verifies the local copy like a download, and falls back to the newest good copy.
+    """
+
+    def __init__(self, run: RunInfo):
+        self.run = run
+
+    def on_save(self, args, state, control, **kwargs):
+        if args.world_size > 1:  # every rank has written its files before the main process hashes them
+            _partial_state().wait_for_everyone()
+        if state.is_world_process_zero:
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            seal_checkpoint(
+                folder,
+                step=state.global_step,
+                recipe_name=self.run.recipe_name,
+                run_id=self.run.run_id,
+                world_size=args.world_size,
+            )
 
 
 class CheckpointSyncCallback(TrainerCallback):
@@ -215,7 +240,9 @@ def prepare_checkpointing(
         start = f"resuming from {resume_from}" if resume_from else "starting from step 0"
         logger.info("Checkpoints: run %s, %s, %s", effective_run, where, start)
     run = RunInfo(recipe_name, recipe_yaml, effective_run, keep_last)
-    callbacks = [CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging")] if uri else []
+    callbacks = [SealCallback(run)]
+    if uri:
+        callbacks.append(CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging"))
     return CheckpointPlan(
         callbacks=callbacks,
         resume_from=resume_from,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import re
 import socket
@@ -119,6 +120,17 @@ def build_manifest(
         "versions": library_versions(),
         "files": files,
     }
+
+
+def seal_checkpoint(folder: Path, *, step: int, recipe_name: str, run_id: str, world_size: int) -> None:
+    """Write the manifest of a just-saved local checkpoint into it (atomically), so a later launch verifies
+    the local copy file by file, as it verifies a download."""
+    manifest = build_manifest(
+        folder, step=step, recipe_name=recipe_name, run_id=run_id, world_size=world_size, rank=0
+    )
+    tmp = folder.parent / f".{folder.name}.{MANIFEST_NAME}.tmp"
+    tmp.write_bytes(manifest_bytes(manifest))
+    os.replace(tmp, folder / MANIFEST_NAME)
 
 
 def manifest_bytes(manifest: dict) -> bytes:

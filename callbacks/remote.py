@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from callbacks.manifest import (
 from callbacks.stores import Store, open_store
 
 logger = logging.getLogger(__name__)
+QUARANTINE = "quarantine"  # beside the checkpoints: committed ones that failed verification, kept for a look
 _TRAINING_STATE = re.compile(
     r"^(optimizer.*|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|global_step\d+/.*|latest)$"
 )
@@ -102,6 +104,17 @@ def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> None:
     if MANIFEST_NAME in ckpt.files:
         store.delete([f"{ckpt.name}/{MANIFEST_NAME}"])
     store.delete([f"{ckpt.name}/{rel}" for rel in ckpt.files if rel != MANIFEST_NAME])
+
+
+def quarantine_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> str:
+    """Move a committed but unusable checkpoint aside, to ``quarantine/<name>-<time>/``, keeping the evidence.
+
+    The manifest moves first, so the folder stops looking complete before any file leaves. Returns the key.
+    """
+    aside = f"{QUARANTINE}/{ckpt.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    for rel in sorted(ckpt.files, key=lambda rel: rel != MANIFEST_NAME):
+        store.move(f"{ckpt.name}/{rel}", f"{aside}/{rel}")
+    return aside
 
 
 def commit_checkpoint(store: Store, folder: Path, manifest: dict, *, progress: bool = False) -> bool:

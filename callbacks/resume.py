@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from callbacks.errors import CheckpointError
-from callbacks.manifest import checkpoint_step, local_checkpoint_problems, read_local_manifest
+from callbacks.manifest import MANIFEST_NAME, checkpoint_step, local_checkpoint_problems, read_local_manifest
 from callbacks.publish import RunInfo, publish_local
 from callbacks.remote import (
+    QUARANTINE,
     CorruptCheckpoint,
     RemoteCheckpoint,
     delete_checkpoint,
     download_checkpoint,
     open_source,
+    quarantine_checkpoint,
     scan_readable,
 )
 from callbacks.stores import Store, is_remote
@@ -165,9 +167,17 @@ class Resolver:
                 logger.warning("Skipping %s: %s", self.store.child_uri(c.name), "; ".join(c.problems))
                 continue
             try:
-                return download_checkpoint(self.store, c, self.output_dir / c.name)
+                folder = download_checkpoint(self.store, c, self.output_dir / c.name)
             except CorruptCheckpoint as e:
                 logger.warning("Skipping %s", e)
+                c.problems.append(str(e))  # committed but corrupt: moved aside below, not deleted
+                continue
+            skipped = [lc.folder.name for lc in self.local if lc.problems and lc.step >= c.step]
+            if skipped:
+                logger.info(
+                    "Resuming from %s, the newest good copy (local %s unusable)", c.name, ", ".join(skipped)
+                )
+            return folder
         if best_local is None:
             return None
         if self.store and not any(c.step == best_local.step and not c.problems for c in self.remote):
@@ -220,16 +230,35 @@ class Resolver:
     def _clear_newer(self, step: int, *, rewind: bool) -> None:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.
 
-        Incomplete or corrupt ones are deleted (logged). Complete ones exist only when an explicit resume rewinds
-        the run, which needs ``overwrite: true``.
+        Committed ones that failed verification are moved aside to a ``quarantine/`` folder (the evidence of
+        what went wrong); partial ones (no manifest) are deleted, also below the resume point, where no upload
+        can still be running. Complete newer ones exist only when an explicit resume rewinds the run, which
+        needs ``overwrite: true``.
         """
         newer = [c for c in self.remote if c.step > step] + [c for c in self.local if c.step > step]
         if rewind:
             self._refuse_or_clear([c for c in newer if not c.problems], f"resuming at step {step}")
             newer = [c for c in newer if c.problems]
-        for c in newer:
-            where = self.store.child_uri(c.name) if isinstance(c, RemoteCheckpoint) else c.folder
-            logger.warning(
-                "Deleting %s (newer than the resume point, not resumable); training writes it again", where
-            )
-        self._delete(newer)
+        partial_below = [c for c in self.remote if c.step < step and c.manifest is None]
+        for c in newer + partial_below:
+            if isinstance(c, RemoteCheckpoint) and c.manifest is not None:
+                aside = quarantine_checkpoint(self.store, c)
+                logger.warning(
+                    "Moved %s aside to %s: %s", c.name, self.store.child_uri(aside), "; ".join(c.problems)
+                )
+            elif isinstance(c, LocalCheckpoint) and (c.folder / MANIFEST_NAME).is_file():
+                aside = (
+                    self.output_dir
+                    / SYNC_DIR
+                    / QUARANTINE
+                    / f"{c.folder.name}-{time.strftime('%Y%m%dT%H%M%SZ')}"
+                )
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                c.folder.rename(aside)
+                logger.warning("Moved local %s aside to %s: %s", c.folder.name, aside, "; ".join(c.problems))
+            else:
+                where = self.store.child_uri(c.name) if isinstance(c, RemoteCheckpoint) else c.folder
+                logger.warning("Deleting %s (an incomplete save or upload, never resumable)", where)
+                self._delete([c])
+                continue
+            (self.remote if isinstance(c, RemoteCheckpoint) else self.local).remove(c)

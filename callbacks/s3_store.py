@@ -118,6 +118,12 @@ class S3Store(Store):
         self.client.put_object(**kwargs)
         return True
 
+    def move(self, key: str, new_key: str) -> None:
+        # A server-side copy (multipart above 5 GB through the managed transfer), then the delete.
+        source = {"Bucket": self.bucket, "Key": self._key(key)}
+        self.client.copy(source, self.bucket, self._key(new_key), Config=self.transfer)
+        self.delete([key])
+
     def delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
             batch = [{"Key": self._key(k)} for k in keys[i : i + 1000]]

@@ -52,6 +52,10 @@ class Store:
         """Delete objects (missing ones are fine)."""
         raise NotImplementedError
 
+    def move(self, key: str, new_key: str) -> None:
+        """Move one object to another key in this store (replacing what is there)."""
+        raise NotImplementedError
+
     def preflight(self) -> None:
         """Check that we can write, read and delete here; raise CheckpointError saying what is wrong."""
         raise NotImplementedError
@@ -106,6 +110,11 @@ class FolderStore(Store):
             os.fsync(f.fileno())
         os.replace(tmp, path)
         return True
+
+    def move(self, key: str, new_key: str) -> None:
+        (self.root / new_key).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(self.root / key, self.root / new_key)
+        self.delete([key])  # gone already; this prunes the emptied folders
 
     def delete(self, keys: list[str]) -> None:
         folders = set()

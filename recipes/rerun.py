@@ -21,14 +21,20 @@ from recipes.recipe import Recipe, RecipeError
 
 logger = logging.getLogger(__name__)
 # What a continued run may change: how long it trains (raise max_steps to extend a finished run), how it
-# logs, and how its checkpoints are kept. Any other change alters what the run computes.
+# logs, and where and how its checkpoints are kept (a lost machine's run continues in another folder or from
+# a copy on a mounted drive). Any other change alters what the run computes.
 MAY_CHANGE = (
     "trainer.max_steps",
     "trainer.logging_steps",
     "trainer.report_to",
+    "trainer.output_dir",
+    "checkpoint.uri",
+    "checkpoint.endpoint_url",
+    "checkpoint.every_steps",
     "checkpoint.resume",
     "checkpoint.overwrite",
     "checkpoint.keep_last",
+    "checkpoint.run_id",
     "callbacks",
 )
 # Checkpoint files that are not the model: the final adapter folder gets everything else.

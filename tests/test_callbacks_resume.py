@@ -3,16 +3,24 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 
 import pytest
-from _callbacks_helpers import make_checkpoint, s3_bucket
+from _callbacks_helpers import make_checkpoint, s3_bucket, trainer_objects
 
-from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
+from callbacks.checkpoint_sync import CheckpointSyncCallback, SealCallback, prepare_checkpointing
 from callbacks.errors import CheckpointError
-from callbacks.manifest import MANIFEST_NAME, build_manifest
+from callbacks.manifest import (
+    MANIFEST_NAME,
+    build_manifest,
+    local_checkpoint_problems,
+    read_local_manifest,
+    seal_checkpoint,
+)
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.remote import commit_checkpoint, scan_remote
-from callbacks.resume import read_marker, write_marker
+from callbacks.resume import SYNC_DIR, read_marker, write_marker
 from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
 
@@ -76,7 +84,7 @@ def test_latest_resumes_the_newest_complete_checkpoint(target, tmp_path, caplog)
         "checkpoint-4",
         "checkpoint-2",
     ]  # 6 and 8 are written again
-    assert [type(c) for c in plan.callbacks] == [CheckpointSyncCallback]
+    assert [type(c) for c in plan.callbacks] == [SealCallback, CheckpointSyncCallback]
     assert read_marker(tmp_path / "out") == "r1"
     assert not list((tmp_path / "out").glob(".checkpoint-*"))  # no temporary download folders left
 
@@ -102,7 +110,8 @@ def test_local_checkpoint_without_optimizer_is_never_resumed(tmp_path, caplog):
     make_checkpoint(out, 2)
     make_checkpoint(out, 4, omit=("optimizer.pt",))
     plan = prepare(out, None)
-    assert plan.resume_from == str(out / "checkpoint-2") and plan.callbacks == []
+    assert plan.resume_from == str(out / "checkpoint-2")
+    assert [type(c) for c in plan.callbacks] == [SealCallback]  # local checkpoints only: no sync
     assert "checkpoint-4: optimizer.pt is missing" in caplog.text
     assert not (out / "checkpoint-4").exists()  # the trainer would otherwise write step 4 into it
     with pytest.raises(CheckpointError, match=r"Cannot resume from .*checkpoint-3: scheduler.pt is missing"):
@@ -180,3 +189,78 @@ def test_explicit_uri_resumes_that_checkpoint_and_rewinding_needs_overwrite(s3_t
         CheckpointError, match=r"Cannot resume from .*checkpoint-9: no complete checkpoint there"
     ):
         prepare(tmp_path / "x", None, endpoint, resume=f"{uri}/checkpoint-9")
+
+
+def seal(folder, step, run_id="r1"):
+    seal_checkpoint(folder, step=step, recipe_name="tiny", run_id=run_id, world_size=1)
+    return folder
+
+
+def test_the_seal_callback_writes_a_manifest_that_verifies_the_local_copy(tmp_path):
+    folder = make_checkpoint(tmp_path, 2)
+    args, state, control = trainer_objects(tmp_path, 2)
+    SealCallback(RunInfo("tiny", "", "r1")).on_save(args, state, control)
+    manifest, _ = read_local_manifest(folder)
+    assert manifest["run_id"] == "r1" and set(manifest["files"]) == {p.name for p in folder.iterdir()} - {
+        MANIFEST_NAME
+    }
+    assert local_checkpoint_problems(folder) == []
+    (folder / "adapter_model.safetensors").write_bytes(os.urandom(4096))  # same size, other bytes
+    assert local_checkpoint_problems(folder) == [
+        "adapter_model.safetensors does not match its SHA-256 in the manifest (altered or corrupt)"
+    ]
+
+
+def test_a_corrupt_local_checkpoint_falls_back_to_the_good_remote_copy(target, tmp_path, caplog):
+    uri, endpoint, store = target
+    out = tmp_path / "out"
+    write_marker(out, "r1", uri)
+    source = commit(store, tmp_path, 4)
+    local = shutil.copytree(source, out / "checkpoint-4")
+    seal(local, 4)
+    with open(local / "optimizer.pt", "r+b") as f:
+        f.truncate(100)  # a disk that filled up mid-save
+    caplog.set_level(logging.INFO)
+    plan = prepare(out, uri, endpoint)
+    assert plan.resume_from == str(out / "checkpoint-4")
+    assert "Skipping local" in caplog.text and "optimizer.pt" in caplog.text
+    assert "Resuming from checkpoint-4, the newest good copy (local checkpoint-4 unusable)" in caplog.text
+    assert (out / "checkpoint-4" / "optimizer.pt").read_bytes() == (source / "optimizer.pt").read_bytes()
+
+
+def test_a_corrupt_local_checkpoint_is_moved_aside_for_the_previous_good_one(tmp_path, caplog):
+    out = tmp_path / "out"
+    seal(make_checkpoint(out, 2), 2)
+    bad = seal(make_checkpoint(out, 4), 4)
+    (bad / "adapter_model.safetensors").write_bytes(b"x" * 4096)
+    plan = prepare(out, None)
+    assert plan.resume_from == str(out / "checkpoint-2") and not bad.exists()
+    [aside] = (out / SYNC_DIR / "quarantine").iterdir()
+    assert (
+        aside.name.startswith("checkpoint-4-")
+        and (aside / "adapter_model.safetensors").read_bytes() == b"x" * 4096
+    )
+    assert f"Moved local checkpoint-4 aside to {aside}" in caplog.text
+
+
+def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_cleaned(
+    s3_target, tmp_path, caplog
+):
+    uri, endpoint, store = s3_target
+    half = make_checkpoint(tmp_path / "half", 2)  # an upload abandoned long ago
+    store.upload(half / "adapter_model.safetensors", "checkpoint-2/adapter_model.safetensors")
+    commit(store, tmp_path, 4)
+    commit(store, tmp_path, 6)
+    key = f"{store.prefix}/checkpoint-6/adapter_model.safetensors"
+    store.client.put_object(Bucket=store.bucket, Key=key, Body=b"y" * 4096)  # same size, other bytes
+
+    plan = prepare(tmp_path / "out", uri, endpoint)
+
+    assert plan.resume_from == str(tmp_path / "out" / "checkpoint-4")
+    assert [c.name for c in scan_remote(store)] == ["checkpoint-4"]  # 6 moved aside, partial 2 deleted
+    quarantined = store.list("quarantine")
+    [folder] = {k.split("/")[1] for k in quarantined}
+    assert folder.startswith("checkpoint-6-") and f"quarantine/{folder}/{MANIFEST_NAME}" in quarantined
+    assert store.read_bytes(f"quarantine/{folder}/adapter_model.safetensors") == b"y" * 4096  # the evidence
+    assert "Moved checkpoint-6 aside to" in caplog.text
+    assert "checkpoint-2 (an incomplete save or upload, never resumable)" in caplog.text

@@ -9,6 +9,7 @@ import sys
 import pytest
 from conftest import REPO
 
+from callbacks.manifest import MANIFEST_NAME, local_checkpoint_problems
 from recipes.recipe import load_recipe
 from recipes.rerun import changed_keys
 
@@ -33,6 +34,12 @@ def finished(tmp_path_factory):
     result = run(out)
     assert result.returncode == 0, result.stderr[-3000:]
     return out
+
+
+def test_every_saved_checkpoint_is_sealed_with_a_manifest_that_verifies(finished):
+    for step in (2, 4):
+        folder = finished / f"checkpoint-{step}"
+        assert (folder / MANIFEST_NAME).is_file() and local_checkpoint_problems(folder) == []
 
 
 def test_a_finished_run_rerun_trains_nothing_and_changes_nothing(finished):
@@ -61,7 +68,6 @@ def test_a_changed_recipe_is_refused_naming_the_changed_keys(finished):
 def test_a_crash_before_the_final_save_is_finished_from_the_last_checkpoint(finished, tmp_path):
     out = tmp_path / "run"
     subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
-    (out / "recipe.yaml").write_text((out / "recipe.yaml").read_text().replace(str(finished), str(out)))
     for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json"):
         (out / name).unlink()
     result = run(out)
@@ -76,7 +82,6 @@ def test_a_crash_before_the_final_save_is_finished_from_the_last_checkpoint(fini
 def test_raising_max_steps_continues_the_run(finished, tmp_path):
     out = tmp_path / "run"
     subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
-    (out / "recipe.yaml").write_text((out / "recipe.yaml").read_text().replace(str(finished), str(out)))
     result = run(out, "trainer.max_steps=6")
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
@@ -87,6 +92,12 @@ def test_raising_max_steps_continues_the_run(finished, tmp_path):
 def test_changed_keys_ignore_what_a_continued_run_may_change():
     before = load_recipe("gsm8k_tiny").config
     after = load_recipe(
-        "gsm8k_tiny", ["trainer.max_steps=99", "trainer.beta=0.1", "trainer.logging_steps=3"]
+        "gsm8k_tiny",
+        [
+            "trainer.max_steps=99",
+            "trainer.beta=0.1",
+            "trainer.output_dir=elsewhere",
+            "checkpoint.uri=/mnt/drive",
+        ],
     ).config
     assert changed_keys(before, after) == ["trainer.beta: 0.0 -> 0.1"]
