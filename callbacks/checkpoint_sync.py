@@ -6,6 +6,9 @@ verified one.
                                  run_id=None, overwrite=False, endpoint_url=None)
     trainer = GRPOTrainer(..., callbacks=plan.callbacks)
     trainer.train(resume_from_checkpoint=plan.resume_from)
+    trainer.save_model()
+    plan.finish_uploads()  # waits for the last upload, after the local save
+    plan.release()
 
 Call it on every rank before the model loads (fail fast: the storage preflight runs first).
 """
@@ -50,6 +53,21 @@ class CheckpointPlan:
     run_id: str = ""
     uri: str | None = None
     lock: OutputLock | None = None  # the main process's lock on output_dir, held until release()
+    require_upload: bool = False
+
+    def finish_uploads(self) -> None:
+        """After the final local save: wait for uploads; a failed one is an error only with require_upload.
+
+        Raises:
+            CheckpointError: The newest checkpoint did not reach the store and ``require_upload`` is set.
+        """
+        for callback in self.callbacks:
+            if isinstance(callback, CheckpointSyncCallback) and (failure := callback.finish()):
+                if self.require_upload:
+                    raise CheckpointError(failure)
+                logger.error(
+                    "%s (checkpoint.require_upload=false: the run still ends with exit code 0)", failure
+                )
 
     def release(self) -> None:
         """Free the output folder for the next launch (call when the run ends, however it ends)."""
@@ -81,7 +99,7 @@ class SealCallback(TrainerCallback):
 
 
 class CheckpointSyncCallback(TrainerCallback):
-    """After each save, stage the checkpoint and upload it in the background; at the end, wait and report.
+    """After each save, stage the checkpoint and upload it in the background; ``finish()`` waits and reports.
 
     Args:
         store: Where checkpoints go (None on every process but the main one, which alone uploads).
@@ -108,16 +126,19 @@ class CheckpointSyncCallback(TrainerCallback):
         staged = stage_checkpoint(folder, self.staging_dir, self.run.recipe_yaml)
         self.uploader.submit(UploadJob(state.global_step, staged, args.world_size))
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def finish(self) -> str | None:
+        """Wait for the uploads (on the main process) and return why the newest checkpoint is not safe, if so.
+
+        Called after the final local save, so a failing or frozen store never costs the adapter on disk.
+        """
         message = None
-        if state.is_world_process_zero:
+        if self.store is not None:
             logger.info("Waiting for checkpoint uploads to %s to finish", self.store.uri)
             self.uploader.wait()
             message = self._report()
-        if args.world_size > 1:
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             message = _broadcast(message)
-        if message:
-            raise CheckpointError(message)
+        return message
 
     def _report(self) -> str | None:
         """Log superseded failures; return an error message when the newest saved checkpoint is not safe."""
@@ -249,4 +270,5 @@ def prepare_checkpointing(
         run_id=effective_run,
         uri=store.uri if store else uri,
         lock=lock,
+        require_upload=checkpoint.require_upload,
     )

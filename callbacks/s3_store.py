@@ -53,14 +53,26 @@ class S3Store(Store):
         endpoint_url: S3-compatible endpoint, e.g. ``http://127.0.0.1:9000``; None for AWS.
         retries: Retries per request after the first attempt, under botocore's standard retry mode (backoff
             with jitter; 503 SlowDown, throttling, timeouts and connection resets are retried).
+        read_timeout: Seconds a request may wait for the store's answer before it is retried.
     """
 
-    def __init__(self, bucket: str, prefix: str, *, endpoint_url: str | None = None, retries: int = 5):
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        *,
+        endpoint_url: str | None = None,
+        retries: int = 4,
+        read_timeout: float = 30.0,
+    ):
         from boto3.s3.transfer import TransferConfig
 
         self.bucket, self.prefix, self.endpoint_url = bucket, prefix, endpoint_url
         self.uri = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
-        self.client = make_client(endpoint_url, retries=retries, connect_timeout=10, read_timeout=120)
+        # Bounded: a frozen endpoint fails a request after (retries + 1) x read_timeout, about 2.5 minutes.
+        self.client = make_client(
+            endpoint_url, retries=retries, connect_timeout=10, read_timeout=read_timeout
+        )
         self.transfer = TransferConfig(multipart_threshold=_PART_BYTES, multipart_chunksize=_PART_BYTES)
         self._conditional_writes = True
 

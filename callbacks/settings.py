@@ -33,6 +33,11 @@ class CheckpointSettings:
     )
     overwrite: bool = _key(False, (bool,), "allow writing over another run's checkpoints at uri")
     endpoint_url: str | None = _key(None, (str, None), "S3-compatible endpoint (MinIO, R2); null for AWS")
+    require_upload: bool = _key(
+        False,
+        (bool,),
+        "exit non-zero when the last checkpoint did not reach uri (the adapter is saved locally anyway)",
+    )
 
     def __post_init__(self):
         problems = self.problems()
@@ -60,8 +65,11 @@ class CheckpointSettings:
             problems.append(
                 f"checkpoint.run_id must be null or letters, digits, '.', '_', '-', got {run_id!r}"
             )
-        if not isinstance(self.overwrite, bool):
-            problems.append(f"checkpoint.overwrite must be true or false, got {self.overwrite!r}")
+        for key in ("overwrite", "require_upload"):
+            if not isinstance(getattr(self, key), bool):
+                problems.append(f"checkpoint.{key} must be true or false, got {getattr(self, key)!r}")
+        if self.require_upload and not uri:
+            problems.append("checkpoint.require_upload needs checkpoint.uri (there is no upload without one)")
         if endpoint is not None and not (isinstance(endpoint, str) and re.match(r"https?://", endpoint)):
             problems.append(f"checkpoint.endpoint_url must be null or an http(s):// URL, got {endpoint!r}")
         return problems

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ class BackgroundUploader:
         self._work = work
         self._max_pending = max_pending
         self._pending: deque[UploadJob] = deque()
-        self._busy = False
+        self._busy, self._current = False, None
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.committed: list[int] = []
@@ -70,7 +71,7 @@ class BackgroundUploader:
                         return
                     self._cond.wait(timeout=1.0)
                 job = self._pending.popleft()
-                self._busy = True
+                self._busy, self._current = True, job.step
             try:
                 self._work(job)
                 self.committed.append(job.step)
@@ -83,8 +84,18 @@ class BackgroundUploader:
                     self._busy = False
                     self._cond.notify_all()
 
-    def wait(self) -> None:
-        """Block until every submitted job has finished (committed, failed or skipped)."""
+    def wait(self, warn_every: float = 60.0) -> None:
+        """Block until every submitted job has finished (committed, failed or skipped), saying so while slow.
+
+        The wait is bounded by the store's own request timeouts and retries, which end every upload.
+        """
+        start = time.monotonic()
         with self._cond:
             while self._pending or self._busy:
-                self._cond.wait()
+                if not self._cond.wait(timeout=warn_every):
+                    logger.warning(
+                        "Still uploading checkpoint-%s after %.0f s: the store is slow or not answering (each "
+                        "request gives up after its timeout and retries)",
+                        self._current,
+                        time.monotonic() - start,
+                    )

@@ -126,6 +126,7 @@ def train(recipe) -> Path:
             trainer.save_state()  # trainer_state.json: what stats.curves plots
             if state.is_main_process:
                 logger.info("Final adapter saved to %s", output_dir)
+            plan.finish_uploads()  # after the local save: a failing store never costs the adapter
         elif state.is_main_process:
             keep_final_adapter(Path(plan.resume_from), output_dir)
             logger.info(

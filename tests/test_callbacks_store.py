@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import os
+import re
+import threading
 import time
+from pathlib import Path
 
 import pytest
 from _callbacks_helpers import Faults, make_checkpoint, s3_bucket, trainer_objects
 
-from callbacks.checkpoint_sync import CheckpointSyncCallback
+from callbacks.checkpoint_sync import CheckpointPlan, CheckpointSyncCallback
 from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, parse_manifest
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.remote import scan_remote
 from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore, open_store
+from callbacks.uploader import BackgroundUploader, UploadJob
 
 
 @pytest.fixture(params=["s3", "folder"])
@@ -106,14 +110,50 @@ def test_persistent_outage_is_reported_and_does_not_hang(monkeypatch, tmp_path):
     make_checkpoint(tmp_path / "out", 5)
     start = time.monotonic()
     callback.on_save(*trainer_objects(tmp_path / "out", 5))
-    with pytest.raises(
-        CheckpointError, match=r"FAILED for checkpoint-5: .*SlowDown.*newest checkpoint safely stored"
-    ):
-        callback.on_train_end(*trainer_objects(tmp_path / "out", 5))
+    message = callback.finish()
+    assert re.search(
+        r"FAILED for checkpoint-5: .*SlowDown.*newest checkpoint safely stored there is none", message
+    )
     assert time.monotonic() - start < 30
     assert puts.calls == 3  # the first file's three attempts, then the commit stops
     assert not any(k.endswith(MANIFEST_NAME) for k in store.list())
     assert not (tmp_path / "staging").exists() or not any((tmp_path / "staging").iterdir())
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_frozen_store_fails_the_upload_in_bounded_time_and_only_a_required_one_fails_the_run(
+    monkeypatch, tmp_path, caplog, required
+):
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=1, read_timeout=1)
+    s3.server.slow_puts["checkpoint-5"] = 6  # the endpoint takes the request and never answers in time
+    plan = CheckpointPlan(
+        callbacks=[CheckpointSyncCallback(store, _run(), tmp_path / "staging")], require_upload=required
+    )
+    make_checkpoint(tmp_path / "out", 5)
+    start = time.monotonic()
+    plan.callbacks[0].on_save(*trainer_objects(tmp_path / "out", 5))
+    if required:
+        with pytest.raises(
+            CheckpointError, match=r"Checkpoint upload to \S+ FAILED for checkpoint-5: .*timeout"
+        ):
+            plan.finish_uploads()
+    else:
+        plan.finish_uploads()
+        assert (
+            "FAILED for checkpoint-5" in caplog.text and "the run still ends with exit code 0" in caplog.text
+        )
+    assert time.monotonic() - start < 20  # two attempts of one second each, not minutes
+
+
+def test_a_slow_upload_is_announced_while_the_run_waits(caplog):
+    release = threading.Event()
+    uploader = BackgroundUploader(lambda job: release.wait(5))
+    uploader.submit(UploadJob(7, Path("/nonexistent/staged")))
+    threading.Timer(0.5, release.set).start()
+    uploader.wait(warn_every=0.1)
+    assert "Still uploading checkpoint-7 after 0 s: the store is slow or not answering" in caplog.text
+    assert uploader.committed == [7]
 
 
 def test_manifest_is_last_and_records_run(monkeypatch, tmp_path):

@@ -157,3 +157,31 @@ def test_a_refused_second_run_leaves_the_first_runs_folder_alone(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert "error:" in result.stderr and "overwrite" in result.stderr
     assert (out / "recipe.yaml").read_text() == recipe_before
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monkeypatch, caplog, required):
+    import callbacks.checkpoint_sync as sync
+    from callbacks.errors import CheckpointError
+    from recipes.run import train
+
+    def broken(*args, **kwargs):
+        raise ConnectionError("the store went away")
+
+    monkeypatch.setattr(sync, "publish_staged", broken)
+    out = tmp_path / "run"
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        [f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2",
+         f"checkpoint.uri={tmp_path / 'drive'}", f"checkpoint.require_upload={str(required).lower()}"],
+    )  # fmt: skip
+    if required:
+        with pytest.raises(
+            CheckpointError, match="FAILED for checkpoint-2: ConnectionError: the store went away"
+        ):
+            train(recipe)
+    else:
+        train(recipe)
+        assert "FAILED for checkpoint-2" in caplog.text and "still ends with exit code 0" in caplog.text
+    assert (out / "adapter_model.safetensors").is_file() and state(out)["global_step"] == 2  # saved first
+    assert not (out / ".checkpoint_sync" / "run.lock").exists()  # the folder is free for the next launch
