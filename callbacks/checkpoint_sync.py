@@ -25,6 +25,7 @@ from transformers import TrainerCallback
 
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
+from callbacks.lease import RemoteLease
 from callbacks.lock import OutputLock
 from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
@@ -53,6 +54,7 @@ class CheckpointPlan:
     run_id: str = ""
     uri: str | None = None
     lock: OutputLock | None = None  # the main process's lock on output_dir, held until release()
+    lease: RemoteLease | None = None  # the main process's lease on uri, held until release()
     require_upload: bool = False
 
     def finish_uploads(self) -> None:
@@ -70,9 +72,10 @@ class CheckpointPlan:
                 )
 
     def release(self) -> None:
-        """Free the output folder for the next launch (call when the run ends, however it ends)."""
-        if self.lock:
-            self.lock.release()
+        """Free the output folder and the prefix for the next launch (call when the run ends, however it ends)."""
+        for held in (self.lease, self.lock):
+            if held:
+                held.release()
 
 
 class SealCallback(TrainerCallback):
@@ -106,13 +109,23 @@ class CheckpointSyncCallback(TrainerCallback):
         run: Run id, recipe and retention recorded with every checkpoint.
         staging_dir: Private folder for staged copies (same filesystem as output_dir, for hard links).
         max_pending: Checkpoints that may wait behind the one uploading before the oldest is skipped.
+        lease: This launch's lease on the store, checked before each commit (None: no check).
     """
 
-    def __init__(self, store: Store | None, run: RunInfo, staging_dir: Path, max_pending: int = 1):
-        self.store, self.run, self.staging_dir = store, run, Path(staging_dir)
+    def __init__(
+        self,
+        store: Store | None,
+        run: RunInfo,
+        staging_dir: Path,
+        max_pending: int = 1,
+        lease: RemoteLease | None = None,
+    ):
+        self.store, self.run, self.staging_dir, self.lease = store, run, Path(staging_dir), lease
         self.uploader = BackgroundUploader(self._upload, max_pending=max_pending)
 
     def _upload(self, job: UploadJob) -> None:
+        if self.lease:  # another launch took the prefix: writing now would overwrite its checkpoints
+            self.lease.check()
         publish_staged(self.store, job.staged, job.step, self.run, world_size=job.world_size)
 
     def on_save(self, args, state, control, **kwargs):
@@ -224,7 +237,7 @@ def prepare_checkpointing(
     output_dir = Path(output_dir)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     is_main = _partial_state().is_main_process if distributed else True
-    store, outcome, lock = None, None, None
+    store, outcome, lock, lease = None, None, None, None
     if is_main:
         try:
             store = open_store(uri, endpoint_url) if uri else None
@@ -232,6 +245,7 @@ def prepare_checkpointing(
                 store.preflight()
             # Before any write: a second launch on this folder must not touch the first one's files (staging too).
             lock = OutputLock(output_dir, SYNC_DIR, recipe_name)
+            lease = RemoteLease(store, recipe_name) if store else None
             shutil.rmtree(output_dir / SYNC_DIR / "staging", ignore_errors=True)
             run = RunInfo(recipe_name, recipe_yaml, run_id or "", keep_last)
             resolver = Resolver(
@@ -242,8 +256,9 @@ def prepare_checkpointing(
         except CheckpointError as e:
             outcome = e
         except Exception:
-            if lock:
-                lock.release()
+            for held in (lease, lock):
+                if held:
+                    held.release()
             if distributed:  # the other processes must not wait forever for an answer
                 _broadcast(
                     CheckpointError("The main process failed while preparing checkpoints; see its error.")
@@ -252,8 +267,9 @@ def prepare_checkpointing(
     if distributed:
         outcome = _broadcast(outcome)
     if isinstance(outcome, CheckpointError):
-        if lock:
-            lock.release()
+        for held in (lease, lock):
+            if held:
+                held.release()
         raise outcome
     resume_from, effective_run = outcome
     if is_main:
@@ -263,12 +279,13 @@ def prepare_checkpointing(
     run = RunInfo(recipe_name, recipe_yaml, effective_run, keep_last)
     callbacks = [SealCallback(run)]
     if uri:
-        callbacks.append(CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging"))
+        callbacks.append(CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging", lease=lease))
     return CheckpointPlan(
         callbacks=callbacks,
         resume_from=resume_from,
         run_id=effective_run,
         uri=store.uri if store else uri,
         lock=lock,
+        lease=lease,
         require_upload=checkpoint.require_upload,
     )

@@ -23,18 +23,18 @@ logger = logging.getLogger(__name__)
 LOCK_NAME = "run.lock"
 
 
-def _me(recipe: str) -> dict:
+def this_process() -> dict:
+    """Host, pid and process start time: who holds a lock or a lease, recognisable once that process is gone."""
     pid = os.getpid()
-    return {
-        "recipe": recipe,
-        "host": socket.gethostname(),
-        "pid": pid,
-        "process_started": psutil.Process(pid).create_time(),
-        "locked_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-    }
+    return {"host": socket.gethostname(), "pid": pid, "process_started": psutil.Process(pid).create_time()}
 
 
-def _alive(owner: dict) -> bool:
+def _me(recipe: str) -> dict:
+    locked_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    return {"recipe": recipe, **this_process(), "locked_at": locked_at}
+
+
+def process_alive(owner: dict) -> bool:
     """Whether the owner may still run: always on another host (unknowable), else its exact process exists."""
     if owner.get("host") != socket.gethostname():
         return True
@@ -70,7 +70,7 @@ class OutputLock:
                 mine = owner is not None and all(
                     owner.get(k) == me[k] for k in ("host", "pid", "process_started")
                 )
-                if owner is not None and not mine and _alive(owner):
+                if owner is not None and not mine and process_alive(owner):
                     raise CheckpointError(self._refusal(owner)) from None
                 if not mine:  # this process's own lock (a notebook training twice) is simply taken again
                     logger.warning(

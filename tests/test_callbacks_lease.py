@@ -1,0 +1,98 @@
+"""One run per checkpoint prefix: a live lease refuses a second launch, an expired one is taken over, a lost
+one stops the uploads, and the end of a run frees the prefix."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from _callbacks_helpers import make_checkpoint, s3_bucket, trainer_objects
+
+from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
+from callbacks.errors import CheckpointError
+from callbacks.lease import LEASE_KEY, RemoteLease
+from callbacks.remote import scan_remote
+from callbacks.s3_store import S3Store
+from callbacks.stores import FolderStore
+
+
+@pytest.fixture(params=["s3", "folder"])
+def target(request, monkeypatch, tmp_path):
+    if request.param == "folder":
+        return str(tmp_path / "drive" / "run"), None, FolderStore(tmp_path / "drive" / "run")
+    s3 = s3_bucket(monkeypatch)
+    return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+
+
+def prepare(output_dir, uri, endpoint_url, **settings):
+    return prepare_checkpointing(
+        output_dir=str(output_dir), recipe_name="tiny", recipe_yaml="r: 1\n", uri=uri, endpoint_url=endpoint_url,
+        **settings,
+    )  # fmt: skip
+
+
+def test_a_second_launch_on_the_same_prefix_is_refused_until_the_first_releases_it(target, tmp_path):
+    uri, endpoint, store = target
+    first = prepare(tmp_path / "machine-a", uri, endpoint)
+    lease = store.read_bytes(LEASE_KEY)
+    with pytest.raises(CheckpointError) as raised:
+        prepare(tmp_path / "machine-b", uri, endpoint)
+    message = str(raised.value)
+    assert f"{store.uri} is in use by another run of recipe 'tiny' (pid" in message
+    assert re.search(r"lease renewed [01] s ago\).* expires 1(19|20) s from now", message)
+    assert f"delete {store.child_uri(LEASE_KEY)}" in message
+    assert store.read_bytes(LEASE_KEY) == lease  # the refused launch left the first one's lease alone
+    first.release()
+    assert store.read_bytes(LEASE_KEY) is None
+    prepare(tmp_path / "machine-b", uri, endpoint).release()
+
+
+def test_an_expired_lease_is_taken_over_with_a_warning(target, tmp_path, caplog):
+    uri, endpoint, store = target
+    stale = {
+        "launch": "gone",
+        "recipe": "tiny",
+        "host": "lost-vm",
+        "pid": 1,
+        "renewed": time.time() - 301,
+        "ttl": 300,
+    }
+    store.write_bytes(LEASE_KEY, json.dumps(stale).encode())
+    plan = prepare(tmp_path / "out", uri, endpoint)
+    assert "Taking over" in caplog.text and "lost-vm" in caplog.text
+    assert json.loads(store.read_bytes(LEASE_KEY))["launch"] == plan.lease.me["launch"]
+    plan.release()
+
+
+def test_a_lost_lease_stops_the_uploads_before_anything_is_written(target, tmp_path):
+    uri, endpoint, store = target
+    plan = prepare(tmp_path / "out", uri, endpoint)
+    other = {
+        "launch": "other",
+        "recipe": "tiny",
+        "host": "vm-2",
+        "pid": 7,
+        "renewed": time.time(),
+        "ttl": 300,
+    }
+    store.write_bytes(LEASE_KEY, json.dumps(other).encode())  # another launch took the prefix meanwhile
+    sync = next(c for c in plan.callbacks if isinstance(c, CheckpointSyncCallback))
+    make_checkpoint(tmp_path / "out", 2)
+    sync.on_save(*trainer_objects(tmp_path / "out", 2))
+    message = sync.finish()
+    assert "this run lost its lease" in message and "'launch': 'other'" in message
+    assert scan_remote(store) == []  # nothing of checkpoint-2 was written over the other run's prefix
+    plan.release()
+    assert json.loads(store.read_bytes(LEASE_KEY))["launch"] == "other"  # not ours to delete
+
+
+def test_the_lease_is_renewed_while_the_run_lives(tmp_path):
+    store = FolderStore(tmp_path / "drive")
+    lease = RemoteLease(store, "tiny", renew_every=0.05)
+    first = json.loads(store.read_bytes(LEASE_KEY))["renewed"]
+    time.sleep(0.3)
+    assert json.loads(store.read_bytes(LEASE_KEY))["renewed"] > first
+    lease.release()
+    assert store.read_bytes(LEASE_KEY) is None
