@@ -196,6 +196,8 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
                 f"{name}.{key} in {where} must be one of {', '.join(spec.choices)}, got {value!r}."
                 f"{_suggest(str(value), spec.choices)}"
             )
+        elif (rule := schema.RANGES.get(f"{name}.{key}")) and not rule[0](value):
+            errors.append(f"{name}.{key} in {where} must be {rule[1]}, got {value!r}.")
     for key, spec in specs.items():
         if spec.default is schema.REQUIRED and key not in section:
             errors.append(f"Missing required key {name}.{key} in {origins.get(name, 'the recipe')}.")

@@ -6,6 +6,7 @@ dataclass so a new TRL release needs no change here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,35 @@ SECTIONS: dict[str, dict[str, Key]] = {
     "checkpoint": {
         name: Key(f.metadata["types"], f.default, f.metadata["help"]) for name, f in SETTING_FIELDS.items()
     },
+}
+
+
+def _at_least(low: int):
+    return lambda v: v is None or v >= low
+
+
+# Ranges checked at load, after the types: values outside them pass TRL's and peft's own checks and then fail
+# late (after recipe.yaml is written), or silently do something else (max_steps=0 still trains a step).
+RANGES: dict[str, tuple[Any, str]] = {
+    "lora.r": (_at_least(1), "at least 1 (the adapter's rank; 8-64 is usual)"),
+    "lora.alpha": (lambda v: math.isfinite(v) and v > 0, "a positive number (usually 2 x lora.r)"),
+    "lora.dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "data.limit": (_at_least(1), "null or at least 1"),
+    "data.max_prompt_tokens": (_at_least(1), "null or at least 1"),
+    "trainer.max_steps": (lambda v: v >= 1 or v == -1, "at least 1 (or -1: train for num_train_epochs)"),
+    "trainer.num_generations": (
+        _at_least(2),
+        "at least 2: GRPO compares completions of one prompt, and a group of one has no advantage",
+    ),
+    "trainer.learning_rate": (lambda v: math.isfinite(v) and v > 0, "a finite number above 0, e.g. 1e-5"),
+    "trainer.per_device_train_batch_size": (_at_least(1), "at least 1"),
+    "trainer.gradient_accumulation_steps": (_at_least(1), "at least 1"),
+    "trainer.max_completion_length": (_at_least(1), "at least 1"),
+    "trainer.num_iterations": (_at_least(1), "at least 1"),
+    "trainer.temperature": (
+        lambda v: math.isfinite(v) and v > 0,
+        "a finite number above 0 (1.0 samples as is)",
+    ),
 }
 # Sections that are lists of {name|path: ..., params} specs, validated by their registries.
 LIST_SECTIONS = ("rewards", "callbacks")

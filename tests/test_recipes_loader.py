@@ -114,6 +114,25 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
             ),
         ),
         (["lora.r=1.5"], "lora.r in command-line override 'lora.r=1.5' must be an integer, got 1.5."),
+        (["lora.r=0"], "lora.r in command-line override 'lora.r=0' must be at least 1 (the adapter's rank"),
+        (
+            ["trainer.max_steps=0"],
+            "trainer.max_steps in command-line override 'trainer.max_steps=0' must be at least 1",
+        ),
+        (
+            ["trainer.num_generations=0"],
+            "trainer.num_generations in command-line override 'trainer.num_generations=0' must be at least 2",
+        ),
+        (["trainer.num_generations=1"], "must be at least 2: GRPO compares completions of one prompt"),
+        (
+            ["trainer.learning_rate=-1e-3"],
+            "trainer.learning_rate in command-line override 'trainer.learning_rate=-1e-3' must be a finite number above 0, e.g. 1e-5, got -0.001.",
+        ),
+        (["trainer.learning_rate=.nan"], "must be a finite number above 0, e.g. 1e-5, got nan."),
+        (
+            ["trainer.temperature=0"],
+            "trainer.temperature in command-line override 'trainer.temperature=0' must be a finite number above 0",
+        ),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
         (["trainer"], "Malformed override 'trainer': expected section.key=value"),
         (["=3"], "Malformed override '=3'"),
