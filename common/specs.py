@@ -14,7 +14,9 @@ import difflib
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from common.errors import UserError
@@ -45,13 +47,31 @@ def parameters(target: Callable, reserved: Collection[str] = ()) -> dict[str, in
     }
 
 
+def _import(module_name: str):
+    """A module by dotted name, or from a ``.py`` file (relative to the working folder), importable by its stem.
+
+    The file's folder goes on ``sys.path`` so the module has a plain name: TRL pickles rewards by module name.
+    """
+    if not module_name.endswith(".py"):
+        return importlib.import_module(module_name)
+    file = Path(module_name).expanduser().resolve()
+    if not file.is_file():
+        raise ImportError(f"no file {file}")
+    if str(file.parent) not in sys.path:
+        sys.path.insert(0, str(file.parent))
+    module = importlib.import_module(file.stem)
+    if Path(module.__file__).resolve() != file:
+        raise ImportError(f"{file.stem!r} already names another module ({module.__file__}); rename the file")
+    return module
+
+
 def load_plugin(path: Any) -> Callable:
-    """``package.module:attribute`` -> the attribute, which must be callable."""
+    """``package.module:attribute`` or ``path/to/file.py:attribute`` -> the attribute, which must be callable."""
     if not isinstance(path, str) or path.count(":") != 1 or not all(path.split(":")):
-        raise SpecError(f"path must look like 'package.module:function', got {path!r}.")
+        raise SpecError(f"path must look like 'package.module:function' or 'file.py:function', got {path!r}.")
     module_name, attribute = path.split(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ImportError as e:
         raise SpecError(f"cannot import module {module_name!r} ({e}).") from e
     except Exception as e:  # a plug-in module that raises on import is the user's to fix, not a traceback

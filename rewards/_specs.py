@@ -8,6 +8,7 @@ registry checks with them, not with isinstance, that no other reward can pay as 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import pickle
 from collections.abc import Callable, Mapping
@@ -56,8 +57,58 @@ def weight_of(spec: Mapping) -> float:
     return float(weight)
 
 
+# One completion as TRL hands it to every reward: the chat prompt and completion, its token ids, one keyword per
+# data column (docs/CONTRACTS.md) and TRL's extras. A reward is called once on it at load.
+ROW_COLUMNS = ("id", "question", "solution", "gold")
+_PROBE = {
+    "prompts": [
+        [{"role": "system", "content": "Answer after ####."}, {"role": "user", "content": "What is 2 + 3?"}]
+    ],
+    "completions": [[{"role": "assistant", "content": "2 + 3 = 5, so <answer>5</answer>\n#### 5"}]],
+    "completion_ids": [[17, 4, 9, 30]],
+    "id": ["probe-0"],
+    "question": ["What is 2 + 3?"],
+    "solution": ["2 + 3 = 5\n#### 5"],
+    "gold": ["5"],
+    "trainer_state": None,
+    "log_extra": lambda column, values: None,
+    "log_metric": lambda name, value: None,
+}
+
+
+def probe_reward(reward: Callable) -> None:
+    """Call a reward once as TRL will (one completion), so a wrong signature or a crash shows at load."""
+    try:
+        inspect.signature(reward).bind(**_PROBE)
+    except ValueError:  # no introspectable signature (a C function): the call below still checks it
+        pass
+    except TypeError as e:
+        raise RewardSpecError(
+            f"cannot take the arguments TRL passes ({e}). TRL calls reward(prompts=, completions=, "
+            f"completion_ids=, trainer_state=, log_extra=, log_metric=, and one keyword per data column: "
+            f"{', '.join(ROW_COLUMNS)} and any of your own); take the ones you do not use as **kwargs, and give "
+            "a parameter for a column of your own data a default."
+        ) from None
+    try:
+        values = reward(**_PROBE)
+    except Exception as e:  # noqa: BLE001 - whatever it raises, it would raise at step 1
+        raise RewardSpecError(
+            f"raised {type(e).__name__}: {e} when called on one completion as TRL calls it "
+            "(prompts and completions are chat messages: lists of {role, content} dicts)."
+        ) from None
+    good = isinstance(values, (list, tuple)) and len(values) == 1
+    if not good or not (
+        values[0] is None or isinstance(values[0], (int, float)) and not isinstance(values[0], bool)
+    ):
+        raise RewardSpecError(
+            f"returned {values!r} for one completion; a reward returns a list with one float (or None) per "
+            "completion."
+        )
+
+
 def check_reward(reward: Callable, spec: Mapping) -> None:
-    """A built reward must have a valid weight and be picklable (TRL pickles rewards for rollout workers)."""
+    """A built reward must have a valid weight, be picklable (TRL pickles rewards for rollout workers), and take
+    one completion as TRL passes it."""
     weight_of(spec)
     try:
         pickle.dumps(reward)
@@ -66,6 +117,7 @@ def check_reward(reward: Callable, spec: Mapping) -> None:
             f"not picklable ({e}); TRL pickles rewards for its async rollout workers: "
             "define it at module level (no lambda or closure), or as a callable class."
         ) from e
+    probe_reward(reward)
 
 
 def check_correctness_pays_most(funcs: list[Callable], weights: list[float]) -> None:

@@ -37,3 +37,17 @@ def shaping(completions, **kwargs) -> list[float]:
 
 
 shaping.max_reward = 3.0
+
+
+def wrong_signature(completion, answer) -> list[float]:
+    """Singular names and no **kwargs: TRL's call would fail at step 1."""
+    return [1.0]
+
+
+def crashes(completions, **kwargs) -> list[float]:
+    """Reads completions as plain strings, but TRL passes chat messages."""
+    return [float(c.strip() == kwargs["gold"]) for c in completions]
+
+
+def returns_a_number(completions, **kwargs) -> float:
+    return 1.0

@@ -195,3 +195,41 @@ def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0
+
+
+@pytest.mark.parametrize(
+    ("function", "message"),
+    [
+        (
+            "wrong_signature",
+            "cannot take the arguments TRL passes (missing a required argument: 'completion')",
+        ),
+        (
+            "crashes",
+            "raised AttributeError: 'list' object has no attribute 'strip' when called on one completion",
+        ),
+        ("returns_a_number", "returned 1.0 for one completion; a reward returns a list with one float"),
+    ],
+)
+def test_a_plugin_that_would_fail_at_step_1_is_refused_at_load_naming_its_file(function, message):
+    path = f"{REPO / 'tests' / '_plugins.py'}:{function}"
+    with pytest.raises(RewardSpecError) as raised:
+        build_rewards([{"path": path}])
+    assert str(raised.value).startswith(f"rewards[0] ({path}): {message}")
+
+
+def test_a_plugin_file_that_raises_on_import_is_one_line_naming_it(tmp_path):
+    (tmp_path / "broken_rewards.py").write_text("import numpy\nraise RuntimeError('API key missing')\n")
+    with pytest.raises(
+        RewardSpecError, match=r"importing module '\S+broken_rewards.py' raised RuntimeError: API key"
+    ):
+        build_rewards([{"path": f"{tmp_path / 'broken_rewards.py'}:score"}])
+
+
+def test_a_plugin_by_file_path_is_built_probed_and_picklable(tmp_path):
+    (tmp_path / "my_rewards.py").write_text(
+        "def mentions_gold(completions, gold, **kwargs):\n"
+        "    return [float(g in c[0]['content']) for c, g in zip(completions, gold)]\n"
+    )
+    (func,), _ = build_rewards([{"path": f"{tmp_path / 'my_rewards.py'}:mentions_gold"}])
+    assert pickle.loads(pickle.dumps(func))(completions=[[{"content": "it is 5"}]], gold=["5"]) == [1.0]
