@@ -44,7 +44,8 @@ def build_rewards(
 
     Args:
         specs: The recipe's ``rewards:`` list: ``{name: ..., weight: ..., <params>}`` or
-            ``{path: "package.module:function"` or ``"file.py:function", weight: ..., <params>}``; ``weight`` defaults to 1.0.
+            ``{path: "package.module:function", weight: ..., <params>}`` (or ``path: "file.py:function"``);
+            ``weight`` defaults to 1.0.
         defaults: Values filled into every reward that takes a parameter of that name and whose spec
             does not set it, e.g. ``{"max_completion_length": 512}`` from the trainer's config.
 

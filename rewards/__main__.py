@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("Rewards for a recipe's `rewards:` list, as {name: <name>, weight: <w>, <parameter>: <value>}:\n")
     print("\n\n".join(describe(name, reward) for name, reward in sorted(REWARDS.items())))
-    print("\nPlug-ins: {path: 'package.module:function' or 'file.py:function', weight: <w>, <parameter>: <value>}.")
+    print(
+        "\nPlug-ins: {path: 'package.module:function' (or 'file.py:function'), weight: <w>, <parameter>: <value>}."
+    )
     return 0
 
 
