@@ -86,6 +86,8 @@ def find_recipe(name_or_path: str) -> Path:
     """A recipe name (``gsm8k_llama``) or a path to a YAML file -> the file."""
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml") or path.exists():
+        if path.is_dir():
+            raise RecipeError(f"{path} is a folder; a recipe is a .yaml file or a name (see run.py --list).")
         if not path.is_file():
             raise RecipeError(f"Recipe file {path} does not exist.")
         return path
@@ -102,7 +104,14 @@ def _read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
     """The recipe file and its ``base:`` chain, base first, as (source, mapping) pairs."""
     if path.resolve() in seen:
         raise RecipeError(f"{path}: base: chain loops back to itself ({' -> '.join(map(str, seen))}).")
-    data = parse_yaml(path.read_text(), str(path)) or {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise RecipeError(
+            f"{path} line {line} is not UTF-8 text ({e.reason}); save the file as UTF-8."
+        ) from None
+    data = parse_yaml(text, str(path)) or {}
     if not isinstance(data, dict):
         raise RecipeError(f"{path}: a recipe is a mapping of sections, got {type(data).__name__}.")
     base = data.pop("base", None)

@@ -107,3 +107,34 @@ def test_split_is_a_whole_word_of_the_file_name():
     assert len(rows) == 100 and rows[0]["id"] == "gsm8k-test-00000"
     with pytest.raises(DataError, match="No est split"):
         load_split({**SECTION, "source": "recipes/samples"}, split="est")
+
+
+@pytest.mark.parametrize(
+    ("text", "task", "message"),
+    [
+        ("", "gsm8k", "is empty: a JSONL data file holds one JSON object per line."),
+        (
+            '{"question": "q", "answer": "a #### 1"}\nnot json\n',
+            "gsm8k",
+            "line 2 is not valid JSON (Expecting value)",
+        ),
+        ('["q", "a"]\n', "jsonl", "line 1 is not a JSON object with named fields"),
+        (
+            '{"question": "q", "answer": "a #### 1"}\n{"question": "r"}\n',
+            "gsm8k",
+            "(train row 2): empty answer.",
+        ),
+        (
+            '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": null}\n',
+            "gsm8k",
+            "row 2): empty answer",
+        ),
+    ],
+    ids=["empty", "bad-line", "not-an-object", "row-without-answer", "null-answer"],
+)
+def test_a_bad_data_file_is_one_error_naming_the_file_and_line(tmp_path, text, task, message):
+    source = tmp_path / "train.jsonl"
+    source.write_text(text)
+    with pytest.raises(DataError) as raised:
+        load_split({"task": task, "source": str(source), "system_prompt": "s"})
+    assert str(source) in str(raised.value) and message in str(raised.value)

@@ -26,6 +26,8 @@ def rows(data: dict, split: str):
     require_columns(raw, ("question", "answer"), source)
 
     def convert(row, index):
+        if not isinstance(row["answer"], str) or not row["answer"].strip():
+            raise DataError(f"{source} ({split} row {index + 1}): empty answer.")
         gold = gold_number(row["answer"])
         if gold is None:
             raise DataError(f"{source} ({split} row {index + 1}): answer has no '#### <number>' final line.")

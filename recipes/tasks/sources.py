@@ -36,6 +36,33 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
     return kinds.pop(), [str(f) for f in files]
 
 
+def check_jsonl(file: Path) -> None:
+    """A DataError naming the file and line when a JSONL file is empty or a line is not a JSON object.
+
+    ``datasets`` reports both as a traceback without the line; reading the file once first costs little.
+    """
+    import json
+
+    empty = True
+    with open(file, encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            empty = False
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(
+                    f"{file} line {number} is not valid JSON ({e.msg}): {line.strip()[:80]!r}"
+                ) from None
+            if not isinstance(row, dict):
+                raise DataError(
+                    f"{file} line {number} is not a JSON object with named fields: {line.strip()[:80]!r}"
+                )
+    if empty:
+        raise DataError(f"{file} is empty: a JSONL data file holds one JSON object per line.")
+
+
 def resolve_source(source: str) -> str:
     """``samples/...`` names a file bundled with the package; anything else is a path or a Hub id."""
     return str(SAMPLES / source.removeprefix("samples/")) if source.startswith("samples/") else source
@@ -48,6 +75,9 @@ def read_raw(source: str, split: str, config: str | None = None):
     path = Path(resolve_source(source))
     if path.exists():
         builder, files = _local_files(path, split)
+        if builder == "json":
+            for file in files:
+                check_jsonl(Path(file))
         return load_dataset(builder, data_files={split: files}, split=split)
     if path.suffix in SUFFIXES or source.startswith((".", "/")):
         raise DataError(f"data.source {source!r}: no such file or folder.")
