@@ -12,25 +12,36 @@ from stats.records import InputError
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def check_output_path(path: str | Path, option: str, suffixes: tuple[str, ...]) -> Path:
+def check_output_path(
+    path: str | Path, option: str, suffixes: tuple[str, ...], inputs: tuple[str | Path, ...] = ()
+) -> Path:
     """Fail before any work when an output path cannot be written.
 
     Args:
         path: The path the user gave.
         option: The command-line option, for the message (e.g. ``"--plot"``).
         suffixes: Accepted file suffixes, lower case.
+        inputs: The command's input files, which an output must never replace.
 
     Returns:
         The path as a `Path`.
 
     Raises:
-        InputError: Wrong suffix or missing parent folder.
+        InputError: Wrong suffix, missing or read-only folder, a folder or read-only file in the way, or an input.
     """
     path = Path(path)
     if path.suffix.lower() not in suffixes:
         raise InputError(f"{option} {path}: expected a file ending in {', '.join(suffixes)}.")
+    if any(Path(i).resolve() == path.resolve() for i in inputs):
+        raise InputError(f"{option} {path} is one of the input files; choose another output path.")
     if not path.parent.is_dir():
         raise InputError(f"{option} {path}: folder {path.parent} does not exist; create it first.")
+    if path.is_dir():
+        raise InputError(
+            f"{option} {path} is a folder; give a file path, e.g. {path / ('out' + suffixes[0])}."
+        )
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InputError(f"{option} {path} cannot be written (no permission); choose another output path.")
     return path
 
 

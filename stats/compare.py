@@ -103,8 +103,9 @@ def compare(
         InputError: Bad files or output paths, found before anything is computed or written.
         OSError: An output file could not be written.
     """
-    plot = check_output_path(str(plot), "--plot", IMAGE_SUFFIXES) if plot else None
-    swaps = check_output_path(str(swaps), "--swaps", (".md",)) if swaps else None
+    inputs = (baseline, tuned)
+    plot = check_output_path(str(plot), "--plot", IMAGE_SUFFIXES, inputs) if plot else None
+    swaps = check_output_path(str(swaps), "--swaps", (".md",), inputs) if swaps else None
     baseline_records, tuned_records = load_records(str(baseline)), load_records(str(tuned))
     pairing = pair_questions(baseline_records, tuned_records, intersect=intersect)
     comparison = compare_models(baseline_records, tuned_records, pairing, seed=seed, resamples=resamples)

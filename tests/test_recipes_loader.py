@@ -310,7 +310,9 @@ def test_a_format_reward_the_prompt_never_asks_for_is_refused_at_load():
 def test_a_non_utf8_recipe_or_a_folder_is_one_line_naming_it(tmp_path):
     recipe = tmp_path / "mine.yaml"
     recipe.write_bytes(b"model: {name_or_path: x}\n# caf\xe9\n")
-    with pytest.raises(RecipeError, match=rf"^{recipe} line 2 is not UTF-8 text \(invalid continuation byte\)"):
+    with pytest.raises(
+        RecipeError, match=rf"^{recipe} line 2 is not UTF-8 text \(invalid continuation byte\)"
+    ):
         load_recipe(str(recipe))
     with pytest.raises(RecipeError, match=rf"^{tmp_path} is a folder; a recipe is a .yaml file or a name"):
         load_recipe(str(tmp_path))

@@ -128,6 +128,18 @@ def test_bad_output_paths_fail_before_any_work(capsys, reference_files, extra, e
     assert code == 2 and expected in err and out == ""
 
 
+def test_an_output_never_replaces_an_input_or_a_folder(capsys, tmp_path):
+    base = write_records(tmp_path / "base.md", {"q1": [True], "q2": [False]})  # records under an odd name
+    tuned = write_records(tmp_path / "tuned.jsonl", {"q1": [True], "q2": [True]})
+    before = base.read_bytes()
+    code, out, err = _run(capsys, base, tuned, "--swaps", base)
+    assert code == 2 and f"--swaps {base} is one of the input files" in err and out == ""
+    assert base.read_bytes() == before
+    (tmp_path / "plots.png").mkdir()
+    code, out, err = _run(capsys, base, tuned, "--plot", tmp_path / "plots.png")
+    assert code == 2 and "is a folder; give a file path" in err and out == ""
+
+
 def test_duplicate_sample_is_an_error(capsys, tmp_path, reference_files):
     base, tuned = reference_files
     dup = tmp_path / "dup.jsonl"
