@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from decimal import Decimal
 
 # Final answers sit at the end of a completion; the tail bounds the work on a runaway 1 MB output.
 TAIL_CHARS = 10_000
@@ -21,9 +22,16 @@ _MINUS = str.maketrans({"\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe63": "
 # LaTeX thousands separators between digits: 1{,}080, 1\,080, 1\!080.
 _LATEX_SEPARATOR = re.compile(r"(?<=[0-9])(?:\{,\}|\\,|\\!)(?=[0-9])")
 
-_NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
+_NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3}(?![0-9]))?"
 # A number not glued to a word or a decimal point on its left ("Step2", "1.2.3").
 NUMBER = re.compile(r"(?<![0-9A-Za-z_.])" + _NUMBER_CORE)
+# A hedged answer names several values ("17 or 18", "17-19", "18 \\pm 1"): it must not score on any of them.
+_PLUS_MINUS = re.compile(r"\\pm|\\mp|±|∓")
+_OR = re.compile(r"[0-9]\s*\}?\s*(?:\\text\s*\{\s*)?\bor\b\s*\}?\s*\$?-?[0-9]")
+_RANGE = re.compile(
+    rf"{_NUMBER_CORE}\s*(?:-|–|—|\\ldots|\.\.\.|to\b|\\text\s*\{{\s*to\s*\}})\s*{_NUMBER_CORE}"
+)
+HEDGED = "hedged"  # what a snippet holding a hedged answer yields: found, and never equal to a gold answer
 _CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(" + _NUMBER_CORE + r")\s*\.?\s*")
 
@@ -55,10 +63,12 @@ def tail(text: str) -> tuple[int, str]:
 def canonical_number(number: str) -> str:
     """A number as written ("1,080.50", "-0", ".5") to its canonical decimal string.
 
-    >>> [canonical_number(n) for n in ["1,080", "18.0", "-0", ".5", "+007.250"]]
-    ['1080', '18', '0', '0.5', '7.25']
+    >>> [canonical_number(n) for n in ["1,080", "18.0", "-0", ".5", "+007.250", "1.8e1"]]
+    ['1080', '18', '0', '0.5', '7.25', '18']
     """
     digits = number.replace(",", "")
+    if "e" in digits.lower():  # scientific notation: 1.8e1 -> 18
+        digits = format(Decimal(digits), "f")
     sign = "-" if digits.startswith("-") else ""
     whole, _, fraction = digits.lstrip("+-").partition(".")
     whole, fraction = whole.lstrip("0") or "0", fraction.rstrip("0")
@@ -111,6 +121,8 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     ['1080', '18', '\\\\dfrac12', '-3', None]
     >>> answer_from_snippet("Step 2: add", strict=True) is None
     True
+    >>> [answer_from_snippet(s) for s in ["17 or 18", "17-19", r"18 \\pm 1", "1.8e1"]]
+    ['hedged', 'hedged', 'hedged', '18']
     """
     text = clean(snippet[:MAX_SNIPPET_CHARS])
     text = next((body for _, body in boxed_spans(text)), text)
@@ -120,6 +132,8 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     if "=" in text:
         text = text.rsplit("=", 1)[1]
     head = _UNIT_TAIL.sub("", text).strip().rstrip(".").strip()
+    if _PLUS_MINUS.search(text) or _OR.search(text) or _RANGE.fullmatch(head):
+        return HEDGED
     if NUMBER.fullmatch(head):
         return canonical_number(head)
     if _SYMBOLIC.search(head) and not _WORD.search(_LATEX_COMMAND.sub("", head)):

@@ -11,9 +11,10 @@ rules). The first rule that finds an answer wins; within a rule, the last candid
    non-blank line when its own line is empty).
 5. ``last_number``: the last number in the text.
 
+A hedged final answer ("17 or 18", "17-19", ``18 \pm 1``) is no answer: it scores on none of its values.
 Numbers are normalised before comparison: thousands separators (``1,080``, ``1{,}080``, ``1\,080``),
 ``$``/``\$``, ``%``, unit words ("18 dollars"), a trailing period, unicode minus signs, trailing zeros
-(``18.0 == 18``). Plain numbers compare exactly as canonical decimal strings; anything symbolic
+(``18.0 == 18``), scientific notation (``1.8e1 == 18``). Plain numbers compare exactly as canonical decimal strings; anything symbolic
 (``\frac{1}{2}``, ``\dfrac12``, ``3/4``) goes through math-verify, bounded in time on any thread.
 
 Only the last ``TAIL_CHARS`` characters of a text are read, so grading a runaway 1 MB completion costs
@@ -32,6 +33,7 @@ from typing import NamedTuple
 from rewards._layout import STYLES, check_style, format_parts
 from rewards._parsing import (
     HASH_LINE,
+    HEDGED,
     MAX_SNIPPET_CHARS,
     NUMBER,
     TAIL_CHARS,
@@ -160,8 +162,8 @@ def find_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> Fo
     body = clean(body)
     for rule in rules:
         hit = _RULES[rule](body)
-        if hit is not None:
-            return Found(answer=hit[1], start=offset + hit[0], rule=rule)
+        if hit is not None:  # a hedged final answer ("17 or 18") is no answer, not a cue to look elsewhere
+            return None if hit[1] == HEDGED else Found(answer=hit[1], start=offset + hit[0], rule=rule)
     return None
 
 

@@ -215,3 +215,21 @@ def test_format_ok(text, style, ok):
 def test_format_ok_rejects_unknown_style():
     with pytest.raises(ValueError, match="Did you mean 'tags'"):
         format_ok("#### 1", style="tag")
+
+
+@pytest.mark.parametrize(
+    "completion",
+    [r"\boxed{18 \pm 1}", r"$\boxed{18 ± 1}$", "The answer is 17 or 18.", "#### 17-19", "<answer>18 to 19</answer>",
+     r"\boxed{17 \text{ or } 18}", "#### 18 or 17"],
+)  # fmt: skip
+def test_a_hedged_answer_scores_on_none_of_its_values(completion):
+    for gold in ("17", "18", "19"):
+        assert not is_correct(completion, gold), (completion, gold)
+    assert extract_answer(completion) is None
+
+
+def test_scientific_notation_reads_its_value_and_foreign_digits_never_score_falsely():
+    assert extract_answer(r"\boxed{1.8e1}") == "18" and is_correct("#### 1.8E+1", "18")
+    assert not is_correct("3 - 1 = 2 apples, not 20.\n#### 2e1", "2")
+    for digits in ("١٨", "１８", "۱۸"):  # Arabic-Indic, full-width, Persian 18: misses, never a wrong credit
+        assert not is_correct(f"#### {digits}", "1") and not is_correct(f"#### {digits}", "8")
