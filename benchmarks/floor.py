@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import math
 
-import torch
-
 from recipes.planner.memory import steps_per_generation
 
 # name -> (achievable HBM bytes/s, peak dense bf16 FLOP/s). H200: 4.8 TB/s peak, ~4.3 measured by copy kernels.
@@ -38,6 +36,8 @@ def floor_seconds(plan, t: dict, hardware: str) -> tuple[float, float]:
 
 def detect_hardware(requested: str | None) -> str | None:
     """The HARDWARE key for this machine's GPU (``requested`` wins), or None without a known GPU."""
+    import torch
+
     if requested or not torch.cuda.is_available():
         return requested
     name = torch.cuda.get_device_name(0).lower()

@@ -24,29 +24,18 @@ so every completion runs to max_completion_length, the case the floor describes.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
-import resource
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from unittest import mock
 
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-import torch
-from tqdm import tqdm
-from transformers import TrainerCallback
-
 from benchmarks.floor import HARDWARE, detect_hardware, floor_seconds
-from benchmarks.live_tensors import LiveTensorBytes, planner_check
 from common.errors import UserError
 from recipes.planner.memory import GIB, plan_memory, section, trainer_settings
 from recipes.planner.shapes import SHAPES, config_for, load_model_config
-from recipes.recipe import RecipeError, load_recipe
+from recipes.recipe import load_recipe
 
 SAMPLE_DATA = "samples/gsm8k_train_sample.jsonl"
 COLUMNS = (
@@ -62,140 +51,7 @@ COLUMNS = (
 )
 
 
-@dataclass
-class Step:
-    """One optimizer step's timings in seconds and its generated tokens."""
-
-    total: float = 0.0
-    prepare: float = 0.0  # all of _prepare_inputs: generation, reward and scoring
-    generate: float = 0.0
-    reward: float = 0.0
-    optimizer: float = 0.0
-    tokens: float = 0.0
-    peak_bytes: int = 0
-    marks: dict = field(default_factory=dict)
-
-    @property
-    def score(self) -> float:
-        return self.prepare - self.generate - self.reward
-
-    @property
-    def forward_backward(self) -> float:
-        return self.total - self.prepare - self.optimizer
-
-
-def peak_memory_bytes() -> int:
-    """Peak CUDA allocation when a GPU is used, else the process's peak resident set (Linux reports KiB)."""
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-class StepTimer(TrainerCallback):
-    """Collects a :class:`Step` per optimizer step from callbacks and TRL's profiling timings."""
-
-    def __init__(self, completions_per_step: int, total_steps: int):
-        self.completions_per_step = completions_per_step
-        self.steps: list[Step] = []
-        self.bar = tqdm(total=total_steps, desc="GRPO steps", unit="step", file=sys.stderr)
-
-    def record_profile(self, name: str, seconds: float) -> None:
-        """Attribute one TRL ``profiling/Time taken: <Trainer>.<name>`` timing to the running step."""
-        if not self.steps:
-            return
-        step, block = self.steps[-1], name.split(".", 1)[-1]
-        if block == "_prepare_inputs":
-            step.prepare += seconds
-        elif block == "_calculate_rewards":
-            step.reward += seconds
-        elif block.endswith(("generate", "generate_batch")) or block == "sync_weights":
-            step.generate += seconds
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.steps.append(Step(marks={"begin": time.perf_counter()}))
-
-    def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        self.steps[-1].marks["optimizer"] = time.perf_counter()
-
-    def on_optimizer_step(self, args, state, control, **kwargs):
-        step = self.steps[-1]
-        step.optimizer = time.perf_counter() - step.marks["optimizer"]
-
-    def on_step_end(self, args, state, control, **kwargs):
-        step = self.steps[-1]
-        step.total = time.perf_counter() - step.marks["begin"]
-        step.peak_bytes = peak_memory_bytes()
-        self.bar.update(1)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.steps and logs and "completions/mean_length" in logs:  # logging_steps=1: this step's mean
-            self.steps[-1].tokens = logs["completions/mean_length"] * self.completions_per_step
-
-
-def build_random_model(config, folder: Path, dtype: str) -> None:
-    """Save a random-weight model of ``config`` (a shipped shape) and the tiny model's tokenizer to ``folder``."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from recipes.builtin import resolve_builtin
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_builtin("builtin:tiny-llama"))
-    if len(tokenizer) > config.vocab_size:  # cannot happen for the shipped shapes; guards future ones
-        raise RecipeError(
-            f"--random-weights {config.name_or_path}: vocabulary {config.vocab_size} < tokenizer's "
-            f"{len(tokenizer)}."
-        )
-    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
-        model = AutoModelForCausalLM.from_config(
-            config, dtype=config.dtype if dtype == "auto" else getattr(torch, dtype)
-        )
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    del model  # free it now: a copy left on the GPU would count in the measured peak of the run that loads it
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool = False):
-    """Train ``steps`` optimizer steps of ``recipe``.
-
-    Returns their timings and, with ``count_tensors``, the live-tensor peak per phase and the widest padded
-    prompt and completion batches the steps ran (the shapes to check the planner at); else None.
-    """
-    from transformers import PrinterCallback
-    from trl.extras.profiling import ProfilingContext
-
-    from recipes.run import build_trainer
-
-    timer = StepTimer(completions_per_step, steps)
-    trainer = build_trainer(recipe, callbacks=[timer])
-    trainer.remove_callback(PrinterCallback)  # its raw log dicts would interleave with the table
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-
-    def record(context, seconds):  # TRL sends these timings only to wandb/mlflow/trackio: catch them here
-        timer.record_profile(context.name, seconds)
-
-    measured = {"prompt_tokens": 0, "completion_tokens": 0}
-    generate_and_score = trainer._generate_and_score_completions
-
-    def widths_recorded(*args, **kwargs):
-        out = generate_and_score(*args, **kwargs)
-        for key in ("prompt", "completion"):
-            measured[f"{key}_tokens"] = max(measured[f"{key}_tokens"], out[f"{key}_ids"].shape[1])
-        return out
-
-    trainer._generate_and_score_completions = widths_recorded
-    tensors = [*trainer.model.parameters(), *trainer.model.buffers()]
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    live = LiveTensorBytes(tensors, device) if count_tensors else contextlib.nullcontext()
-    with mock.patch.object(ProfilingContext, "_log_metrics", record), live:
-        trainer.train()
-    timer.bar.close()
-    return timer.steps, ({**measured, "peak": live.peak} if count_tensors else None)
-
-
-def _row(label: str, s: Step, floor: float | None) -> str:
+def _row(label: str, s, floor: float | None) -> str:
     ratio = f"{s.total / floor:>8.1f}x" if floor else f"{'n/a':>9}"
     cells = (s.total, s.generate, s.reward, s.score, s.forward_backward, s.optimizer)
     tok_s = s.tokens / s.generate if s.generate else 0.0
@@ -203,16 +59,10 @@ def _row(label: str, s: Step, floor: float | None) -> str:
     return f"{label:>4} {times} {tok_s:>9,.0f} {s.peak_bytes / GIB:>7.2f} {ratio}"
 
 
-def mean_step(steps: list[Step]) -> Step:
-    """The field-wise mean of ``steps`` (the peak is their maximum)."""
-    names = ("total", "prepare", "generate", "reward", "optimizer", "tokens")
-    mean = Step(**{n: sum(getattr(s, n) for s in steps) / len(steps) for n in names})
-    mean.peak_bytes = max(s.peak_bytes for s in steps)
-    return mean
-
-
-def report(recipe, steps: list[Step], plan, t: dict, hardware: str | None, card_bytes: int) -> str:
+def report(recipe, steps: list, plan, t: dict, hardware: str | None, card_bytes: int, device: str) -> str:
     """The table: a row per step, the mean of steps 2..N, then the floor, the planner's peak and its check."""
+    from benchmarks.step_timer import mean_step
+
     floor = floor_seconds(plan, t, hardware) if hardware else None
     total_floor = sum(floor) if floor else None
     completions = plan.batch * t["gradient_accumulation_steps"]
@@ -220,7 +70,7 @@ def report(recipe, steps: list[Step], plan, t: dict, hardware: str | None, card_
         (
             f"{recipe.name}: {recipe.config['model']['name_or_path']}, {plan.base_params / 1e9:.3g}B params, "
             f"{completions} completions/step of up to {plan.completion_tokens} tokens (prompts up to "
-            f"{plan.prompt_tokens}), device {torch.cuda.get_device_name(0) if card_bytes else 'cpu'}"
+            f"{plan.prompt_tokens}), device {device}"
         ),
         "",
         " ".join(
@@ -267,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         help="count live tensor bytes op by op and check the planner per phase (slows the steps)",
     )
     args = parser.parse_intermixed_args(argv)
+    import torch  # after parsing: --help answers at once
+
+    from benchmarks.live_tensors import planner_check
+    from benchmarks.step_timer import build_random_model, run_steps
+
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.layers is not None and (not args.random_weights or args.layers < 1):
@@ -306,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
     card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
-    print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes))
+    device = torch.cuda.get_device_name(0) if card_bytes else "cpu"
+    print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes, device))
     if measured:
         print("\n" + "\n".join(planner_check(recipe, model_config, plan, measured, card_bytes)))
     return 0

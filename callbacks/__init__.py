@@ -7,11 +7,17 @@ build_callbacks([{"path": "my_pkg.my_module:MyCallback", "threshold": 0.5}])   #
 
 from __future__ import annotations
 
-from callbacks.reward_table import RewardTableCallback
 from common.specs import SpecError, build_specs
 
-# Registered name -> TrainerCallback class; recipe entries are {name: ..., <constructor arguments>}.
-CALLBACKS = {"reward_table": RewardTableCallback}
+
+def registered() -> dict:
+    """Registered name -> TrainerCallback class; recipe entries are {name: ..., <constructor arguments>}.
+
+    Imported when asked for: the callbacks need transformers, which `--help`, `--list` and `stats` do not.
+    """
+    from callbacks.reward_table import RewardTableCallback
+
+    return {"reward_table": RewardTableCallback}
 
 
 class CallbackSpecError(SpecError):
@@ -45,7 +51,7 @@ def build_callbacks(specs: list[dict]) -> list:
     built = build_specs(
         "callbacks",
         specs,
-        CALLBACKS,
+        registered(),
         example="{name: reward_table, every_steps: 25}",
         call_functions=True,
         check=_check_callback,

@@ -1,6 +1,6 @@
 """Turning a recipe's list of specs (``rewards:``, ``callbacks:``) into objects, by registry name or plug-in path.
 
-    build_specs("callbacks", [{"name": "reward_table", "every_steps": 25}], CALLBACKS, error=CallbackSpecError)
+    build_specs("callbacks", [{"name": "reward_table", "every_steps": 25}], registered(), error=CallbackSpecError)
 
 A spec is ``{name: <registered name>, <params>}`` or ``{path: "package.module:attribute", <params>}``. A class
 is instantiated with the params; a function is bound to them with ``functools.partial`` (rewards: TRL calls it

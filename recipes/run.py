@@ -152,8 +152,16 @@ def print_list() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
+    recipes = "\n".join(f"  {name:<20} {text}" for name, text in available().items())
     parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], formatter_class=argparse.RawTextHelpFormatter
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawTextHelpFormatter,
+        epilog=f"recipes:\n{recipes}\n\n"
+        "overrides: section.key=value, the value read as YAML (lists and mappings too), applied last.\n"
+        "examples:\n"
+        "  accelerate launch recipes/run.py arith_tiny\n"
+        "  accelerate launch recipes/run.py gsm8k_llama trainer.max_steps=400 checkpoint.uri=s3://bucket/runs/a\n"
+        "  python recipes/run.py gsm8k_qwen --plan",
     )
     parser.add_argument("recipe", nargs="?", help="recipe name (see --list) or path to a recipe YAML file")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. trainer.max_steps=10")

@@ -5,6 +5,7 @@ python -m rewards
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import sys
 
@@ -30,9 +31,9 @@ def describe(name: str, reward: type) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print every reward and its parameters; returns the exit code."""
-    if argv:
-        print(f"python -m rewards takes no arguments, got {' '.join(argv)}.", file=sys.stderr)
-        return 2
+    argparse.ArgumentParser(
+        prog="python -m rewards", description="List the registered rewards, their parameters and defaults."
+    ).parse_args(argv)
     print("Rewards for a recipe's `rewards:` list, as {name: <name>, weight: <w>, <parameter>: <value>}:\n")
     print("\n\n".join(describe(name, reward) for name, reward in sorted(REWARDS.items())))
     print(

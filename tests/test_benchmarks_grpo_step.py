@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
@@ -18,11 +17,9 @@ from recipes.recipe import load_recipe
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("grpo_step", REPO / "benchmarks" / "grpo_step.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    from benchmarks import step_timer  # torch and transformers: imported by the tests that need them
+
+    return step_timer
 
 
 def _llama_plan(overrides=()):

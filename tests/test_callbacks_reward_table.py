@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _callbacks_helpers import trainer_objects
 
-from callbacks import CALLBACKS, CallbackSpecError, build_callbacks
+from callbacks import CallbackSpecError, build_callbacks, registered
 from callbacks.reward_table import RewardTableCallback
 
 
@@ -13,7 +13,7 @@ def test_build_callbacks_from_recipe_specs():
     [table] = build_callbacks([{"name": "reward_table", "every_steps": 3}])
     assert isinstance(table, RewardTableCallback) and table.every_steps == 3
     assert build_callbacks([]) == []
-    assert CALLBACKS["reward_table"] is RewardTableCallback
+    assert registered()["reward_table"] is RewardTableCallback
 
 
 @pytest.mark.parametrize(

@@ -181,8 +181,12 @@ def test_cli_lists_rewards_parameters_and_docs(capsys):
     assert "reward=5.0, full_credit_tokens=100, min_tokens=50, gate_on='completion'" in out
     assert "max_completion_length (required), soft_punish_cache (required)" in out
     assert "style='tags', max_reward=1.5" in out
-    assert list_rewards(["--bogus"]) == 2
-    assert "takes no arguments, got --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        list_rewards(["--bogus"])
+    assert exited.value.code == 2 and "unrecognized arguments: --bogus" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        list_rewards(["--help"])
+    assert exited.value.code == 0 and "List the registered rewards" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
