@@ -98,21 +98,43 @@ def _unearnable_formats(recipe: Recipe) -> list[str]:
     return errors
 
 
-def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> None:
-    """Raise RecipeError for settings this machine or this model cannot run."""
+def _gpu_need(recipe: Recipe) -> str:
+    """`` (planned peak N GB of GPU memory)`` for a model whose shape ships with the planner, else ""."""
+    from recipes.planner.memory import GIB, plan_memory
+    from recipes.planner.shapes import SHAPES, config_for
+
+    name = recipe.config["model"]["name_or_path"]
+    if name not in SHAPES:
+        return ""
+    plan = plan_memory(recipe.config, model_config=config_for(name))
+    return f" (planned peak {plan.peak(80 * 10**9) / GIB:.1f} GB of GPU memory, see --plan)"
+
+
+def check_machine(recipe: Recipe, cuda_available: bool) -> None:
+    """Raise RecipeError, before any download, when the recipe needs a GPU this machine lacks."""
     m, t = recipe.config["model"], recipe.config["trainer"]
     errors = []
     if not cuda_available:
         if m["dtype"] in ("bfloat16", "float16") or t["bf16"] or t["fp16"]:
             errors.append(
-                f"{recipe.name} asks for {m['dtype']} weights / bf16={t['bf16']} mixed precision, which needs a "
-                "GPU, and none is visible. Run it on a GPU, or for a CPU smoke test pass model.dtype=float32 "
-                "trainer.bf16=false (or use the gsm8k_tiny recipe)."
+                f"{recipe.name} needs a GPU and this machine has none: it asks for {m['dtype']} weights / "
+                f"bf16={t['bf16']} mixed precision for {m['name_or_path']}{_gpu_need(recipe)}. Run it on a GPU. "
+                "On this CPU, the offline default learns in minutes: accelerate launch recipes/run.py arith_tiny "
+                "(or pass model.dtype=float32 trainer.bf16=false for a CPU smoke test of this recipe)."
             )
         if t["use_vllm"]:
             errors.append(
                 "trainer.use_vllm=true needs a CUDA GPU; set trainer.use_vllm=false on this machine."
             )
+    if errors:
+        raise RecipeError("\n".join(errors))
+
+
+def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> None:
+    """Raise RecipeError for settings this machine or this model cannot run."""
+    check_machine(recipe, cuda_available)
+    m, t = recipe.config["model"], recipe.config["trainer"]
+    errors = []
     if t["use_vllm"] and importlib.util.find_spec("vllm") is None:
         errors.append("trainer.use_vllm=true but vLLM is not installed: pip install 'grpo-recipes[vllm]'.")
     context = getattr(model_config, "max_position_embeddings", None)

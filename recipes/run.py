@@ -93,7 +93,7 @@ def train(recipe) -> Path:
     from callbacks import build_callbacks
     from callbacks.checkpoint_sync import prepare_checkpointing
     from recipes.atomic import write_text_atomically
-    from recipes.checks import check_environment
+    from recipes.checks import check_environment, check_machine
     from recipes.model import load_config
     from recipes.rerun import finished_step, keep_final_adapter
 
@@ -101,6 +101,7 @@ def train(recipe) -> Path:
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
     state = PartialState(cpu=not torch.cuda.is_available())
     warn_if_launcher_started_one_process()
+    check_machine(recipe, torch.cuda.is_available())  # before the model's config is fetched from the Hub
     check_environment(recipe, load_config(recipe.config["model"]), torch.cuda.is_available())
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:

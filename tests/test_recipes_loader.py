@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
 
 import pytest
+import torch
 import yaml
 from conftest import REPO
 
@@ -200,11 +202,30 @@ def test_four_bit_without_bitsandbytes_fails_at_load(monkeypatch):
 def test_bf16_without_a_gpu_fails_before_the_model_loads():
     recipe = load_recipe("gsm8k_llama")
     config = SimpleNamespace(max_position_embeddings=131072)
-    with pytest.raises(
-        RecipeError, match="asks for bfloat16 weights / bf16=True mixed precision, which needs a GPU"
-    ):
+    with pytest.raises(RecipeError) as raised:
         checks.check_environment(recipe, config, cuda_available=False)
+    message = str(raised.value)
+    assert message.startswith(
+        "gsm8k_llama needs a GPU and this machine has none: it asks for bfloat16 weights"
+    )
+    assert "(planned peak 19.5 GB of GPU memory, see --plan)" in message
+    assert "accelerate launch recipes/run.py arith_tiny" in message
     checks.check_environment(recipe, config, cuda_available=True)  # the same recipe is fine on a GPU
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")
+def test_a_gpu_recipe_on_a_cpu_machine_is_refused_before_any_download(tmp_path):
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "0",
+    }  # a download would be tried (and retried) if the check came late
+    result = subprocess.run(
+        [sys.executable, "recipes/run.py", "gsm8k_llama", f"trainer.output_dir={tmp_path / 'out'}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "error: gsm8k_llama needs a GPU and this machine has none" in result.stderr
+    assert "huggingface.co" not in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_prompt_and_completion_budget_must_fit_the_model(tiny_model_dir):
