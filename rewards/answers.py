@@ -57,6 +57,8 @@ __all__ = [
     "format_ok",
     "gold_answer",
     "is_correct",
+    "lenient_correct",
+    "strict_correct",
 ]
 
 DEFAULT_PRECEDENCE = ("boxed", "hash", "answer_tag", "phrase", "last_number")
@@ -253,3 +255,30 @@ def format_ok(text: str, style: str | None = None) -> bool:
     """
     styles = STYLES if style is None else (check_style(style),)
     return any(format_parts(text, name).answer for name in styles)
+
+
+# The rule that reads each prompt style's answer marker.
+_STYLE_RULES = {"tags": ("answer_tag",), "hash": ("hash",)}
+# lm-eval's GSM8K "flexible-extract", plus a boxed answer: what a reader of the text would take as the answer.
+LENIENT_PRECEDENCE = ("boxed", "last_number")
+
+
+def strict_correct(text: str, gold: str | float, style: str | None = None) -> bool:
+    r"""Correct in the format the prompt asks for: the answer read only from the style's marker.
+
+    Like lm-eval's GSM8K "strict-match". ``style=None`` accepts either shipped marker.
+
+    >>> strict_correct("#### 7", "7", "hash"), strict_correct(r"\boxed{7}", "7", "hash")
+    (True, False)
+    """
+    rules = sum((_STYLE_RULES[name] for name in (STYLES if style is None else (check_style(style),))), ())
+    return is_correct(text, gold, precedence=rules)
+
+
+def lenient_correct(text: str, gold: str | float) -> bool:
+    r"""Correct by the last boxed answer, else the last number anywhere (lm-eval's "flexible-extract").
+
+    >>> lenient_correct("So she pays 7 dollars.", "7"), lenient_correct("7 apples, then 9 pears", "7")
+    (True, False)
+    """
+    return is_correct(text, gold, precedence=LENIENT_PRECEDENCE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from recipes.evaluate import eval_data, main, select_questions
 from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
 from recipes.evaluation.records import read_records
-from rewards.answers import extract_answer, format_ok, is_correct
+from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records
 
 TEST_SAMPLE = REPO / "recipes" / "samples" / "gsm8k_test_sample.jsonl"
@@ -24,6 +25,8 @@ SCHEMA = {
     "id": str,
     "sample": int,
     "correct": bool,
+    "correct_strict": bool,
+    "correct_lenient": bool,
     "format_ok": bool,
     "gold": str,
     "n_tokens": int,
@@ -100,6 +103,8 @@ def test_records_match_the_schema_and_the_training_grader(baseline):
         row = rows[int(r["id"].rsplit("-", 1)[1])]
         assert r["question"] == row["question"] and row["answer"].endswith(f"#### {r['gold']}")
         assert r["correct"] == is_correct(r["completion"], r["gold"])
+        assert r["correct_strict"] == strict_correct(r["completion"], r["gold"], "hash")
+        assert r["correct_lenient"] == lenient_correct(r["completion"], r["gold"])
         assert r["pred"] == extract_answer(r["completion"])
         assert r["format_ok"] == format_ok(r["completion"], "hash")  # gsm8k_tiny's format reward style
         assert 1 <= r["n_tokens"] <= 16 and r["max_new_tokens"] == 16 and r["temperature"] == 1.0
@@ -115,6 +120,7 @@ def test_rerun_generates_nothing_and_leaves_the_file_unchanged(baseline, tmp_pat
     assert code == 0
     assert (tmp_path / "base.jsonl").read_bytes() == baseline.read_bytes()
     assert "4 questions x 2 samples = 8 records" in stdout
+    assert re.search(r"strict-match +\d+/8 .*\n +flexible-extract +\d+/8", stdout)
     assert "python -m stats.compare" in stdout and "--adapter ADAPTER" in stdout
 
 

@@ -6,7 +6,15 @@ LaTeX, tags, `####`, units, money, negatives, thousands separators, several cand
 
 import pytest
 
-from rewards.answers import extract_answer, find_answer, format_ok, gold_answer, is_correct
+from rewards.answers import (
+    extract_answer,
+    find_answer,
+    format_ok,
+    gold_answer,
+    is_correct,
+    lenient_correct,
+    strict_correct,
+)
 
 LLAMA_STEPS = (
     "## Step 1: Eggs left to sell\nJanet's ducks lay 16 eggs; she uses 3 + 4 = 7 of them, so 16 - 7 = 9 remain.\n\n"
@@ -233,3 +241,18 @@ def test_scientific_notation_reads_its_value_and_foreign_digits_never_score_fals
     assert not is_correct("3 - 1 = 2 apples, not 20.\n#### 2e1", "2")
     for digits in ("١٨", "１８", "۱۸"):  # Arabic-Indic, full-width, Persian 18: misses, never a wrong credit
         assert not is_correct(f"#### {digits}", "1") and not is_correct(f"#### {digits}", "8")
+
+
+@pytest.mark.parametrize(
+    ("completion", "style", "strict", "lenient"),
+    [
+        ("3 + 4 = 7\n#### 7", "hash", True, True),
+        ("3 + 4 = 7. The answer is 7.", "hash", False, True),  # right, but not in the asked-for format
+        ("<answer>7</answer> and 8 more", "tags", True, False),  # flexible-extract reads the last number: 8
+        (r"so \boxed{7}", "tags", False, True),
+        ("#### 7", None, True, True),
+    ],
+)
+def test_strict_and_lenient_grading_match_lm_eval_gsm8k(completion, style, strict, lenient):
+    assert strict_correct(completion, "7", style) is strict
+    assert lenient_correct(completion, "7") is lenient

@@ -118,13 +118,15 @@ def append_records(handle, records: list[dict]) -> None:
 
 def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
     """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings."""
-    from rewards.answers import extract_answer, format_ok, is_correct
+    from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 
     text = completion.text
     return {
         "id": row["id"],
         "sample": sample,
         "correct": is_correct(text, row["gold"]),
+        "correct_strict": strict_correct(text, row["gold"], style),
+        "correct_lenient": lenient_correct(text, row["gold"]),
         "format_ok": format_ok(text, style),
         "pred": extract_answer(text),
         "gold": row["gold"],
@@ -156,6 +158,13 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str]) 
     ):
         lines.append(f"  {label:<26}{count:>6}/{total}  {100 * count / total:5.1f}%")
     lines.append(f"  questions solved at least once {solved}/{questions}")
+    lines.append("  accuracy as published GSM8K numbers report it (lm-eval):")
+    for label, key, how in (
+        ("strict-match", "correct_strict", "the answer in the format the prompt asks for"),
+        ("flexible-extract", "correct_lenient", "last boxed answer, else last number"),
+    ):
+        count = sum(r.get(key, False) for r in records)
+        lines.append(f"    {label:<24}{count:>6}/{total}  {100 * count / total:5.1f}%  ({how})")
     other = command[command.index("--out") + 1]
     pair = (str(out), other) if "--adapter" in command else (other, str(out))
     lines += [
