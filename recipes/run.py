@@ -5,6 +5,7 @@
     python recipes/run.py --list                                     # recipes and what they are for
     python recipes/run.py gsm8k_qwen --print                         # the resolved recipe, no training
     python recipes/run.py gsm8k_qwen --plan                          # expected GPU memory, no training
+    python recipes/export.py outputs/gsm8k_tiny --out merged          # after training: a plain merged model
 
 Thin on purpose: load the recipe, build the pieces from it, train, save.
 """
@@ -95,6 +96,7 @@ def train(recipe) -> Path:
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment, check_machine
     from recipes.model import load_config
+    from recipes.model_card import model_card
     from recipes.rerun import finished_step, keep_final_adapter
 
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
@@ -126,6 +128,8 @@ def train(recipe) -> Path:
             trainer.save_model(str(output_dir))  # the final adapter and tokenizer
             trainer.save_state()  # trainer_state.json: what stats.curves plots
             if state.is_main_process:
+                card = model_card(recipe, trainer.state.log_history, str(output_dir))
+                write_text_atomically(output_dir / "README.md", card)
                 logger.info("Final adapter saved to %s", output_dir)
             plan.finish_uploads()  # after the local save: a failing store never costs the adapter
         elif state.is_main_process:

@@ -36,6 +36,15 @@ def finished(tmp_path_factory):
     return out
 
 
+def test_the_model_card_names_the_base_recipe_data_and_final_metrics(finished):
+    card = (finished / "README.md").read_text()
+    assert "base_model: builtin:tiny-llama" in card and "[None]" not in card
+    assert "the grpo-recipes recipe `gsm8k_tiny`" in card
+    assert "source `samples/gsm8k_train_sample.jsonl`, split `train`" in card
+    assert "- Training: 4 of 4 steps" in card and "Final training metrics (step 4):" in card
+    assert "mean correctness reward:" in card and f"python recipes/export.py {finished}" in card
+
+
 def test_every_saved_checkpoint_is_sealed_with_a_manifest_that_verifies(finished):
     for step in (2, 4):
         folder = finished / f"checkpoint-{step}"

@@ -1,0 +1,97 @@
+"""Export a trained adapter as a plain model: the LoRA weights merged into the base (peft ``merge_and_unload``).
+
+    python recipes/export.py outputs/arith_tiny --out exported/arith_tiny
+    python recipes/export.py s3://bucket/runs/llama --out llama-gsm8k       # the run's newest checkpoint
+
+The result loads with ``AutoModelForCausalLM.from_pretrained(out)`` and no peft, in any tool that takes a
+transformers model (vLLM, TGI, llama.cpp converters). The base is loaded unquantized in the recipe's dtype: a
+QLoRA adapter is merged into full-precision weights, as merging into 4-bit weights would round them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from common.errors import UserError
+
+
+class ExportError(UserError):
+    """An adapter folder or output path that cannot be exported."""
+
+
+def base_model_section(adapter: Path) -> dict:
+    """The ``model:`` section to load the base with: the training recipe's (saved beside the adapter), else
+    the adapter config's base model."""
+    import yaml
+
+    for recipe in (adapter / "recipe.yaml", adapter.parent / "recipe.yaml"):
+        if recipe.is_file():
+            return yaml.safe_load(recipe.read_text(encoding="utf-8"))["model"]
+    base = json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    if not base:
+        raise ExportError(f"{adapter}: no recipe.yaml and no base_model_name_or_path in adapter_config.json.")
+    return {"name_or_path": base, "dtype": "auto", "revision": None, "trust_remote_code": False}
+
+
+def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = None) -> Path:
+    """Merge ``adapter`` (a folder or checkpoint URI) into its base and save the plain model to ``out``.
+
+    Raises:
+        ExportError: ``out`` exists, or the adapter folder has no adapter.
+        CheckpointError: The adapter cannot be fetched or verified.
+    """
+    from callbacks.fetch import fetch_checkpoint
+    from recipes.atomic import write_folder_atomically
+
+    out = Path(out)
+    if out.exists():
+        raise ExportError(
+            f"--out {out} already exists; export writes a new folder, never into an existing one."
+        )
+    folder = fetch_checkpoint(str(adapter), endpoint_url=endpoint_url)
+    if not (folder / "adapter_config.json").is_file():
+        raise ExportError(f"{folder} holds no LoRA adapter (no adapter_config.json); nothing to merge.")
+    model_section = {**base_model_section(folder), "quantization": "none", "attn_implementation": "sdpa"}
+
+    def save(tmp: Path) -> None:
+        from peft import PeftModel
+
+        from recipes.model import load_model, load_tokenizer
+
+        base = load_model(model_section)
+        merged = PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
+        merged.save_pretrained(tmp)
+        load_tokenizer(model_section).save_pretrained(tmp)
+        (tmp / "README.md").write_text(
+            f"# {out.name}\n\nThe LoRA adapter at `{adapter}` merged into `{model_section['name_or_path']}` by "
+            f"grpo-recipes (`python recipes/export.py`). Loads with `AutoModelForCausalLM.from_pretrained`, no "
+            "peft needed.\n",
+            encoding="utf-8",
+        )
+
+    return write_folder_atomically(out, save)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("adapter", help="training output_dir, checkpoint-N folder, or s3:// / file:// URI")
+    parser.add_argument("--out", required=True, help="new folder for the merged model")
+    parser.add_argument("--endpoint-url", help="S3-compatible endpoint for s3:// URIs (MinIO, R2)")
+    args = parser.parse_args(argv)
+    try:
+        path = export(args.adapter, args.out, endpoint_url=args.endpoint_url)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}: load it with AutoModelForCausalLM.from_pretrained({str(path)!r})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""recipes/export.py: an adapter merged into its base loads as a plain transformers model and computes the same."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO
+
+from recipes.builtin import resolve_builtin
+from recipes.export import ExportError, export
+
+
+@pytest.fixture(scope="module")
+def adapter(tmp_path_factory):
+    """A LoRA adapter with random (non-zero) B matrices, so merging visibly changes the base."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(resolve_builtin("builtin:tiny-llama"))
+    model = get_peft_model(base, LoraConfig(r=4, target_modules="all-linear", init_lora_weights=False))
+    folder = tmp_path_factory.mktemp("adapter") / "out"
+    model.save_pretrained(folder)
+    return folder
+
+
+def logits(model, ids):
+    with torch.no_grad():
+        return model(input_ids=ids).logits
+
+
+def test_the_merged_model_loads_without_peft_and_matches_base_plus_adapter(adapter, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    out = export(adapter, tmp_path / "merged")
+    assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
+    assert "merged into" in (out / "README.md").read_text()
+    merged = AutoModelForCausalLM.from_pretrained(out)
+    assert not hasattr(merged, "peft_config")
+    ids = torch.tensor([[1, 5, 9, 13, 17, 21]])
+    base = AutoModelForCausalLM.from_pretrained(resolve_builtin("builtin:tiny-llama"))
+    base_logits = logits(base, ids)
+    with_adapter = logits(PeftModel.from_pretrained(base, str(adapter)), ids)
+    assert torch.allclose(logits(merged, ids), with_adapter, atol=1e-4)
+    assert not torch.allclose(logits(merged, ids), base_logits, atol=1e-3)  # the adapter is in the weights
+
+
+def test_export_never_writes_into_an_existing_folder_or_from_a_folder_without_adapter(adapter, tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "mine.txt").write_text("keep")
+    with pytest.raises(ExportError, match="already exists; export writes a new folder"):
+        export(adapter, tmp_path / "taken")
+    assert (tmp_path / "taken" / "mine.txt").read_text() == "keep"
+    result = subprocess.run(
+        [sys.executable, "recipes/export.py", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "is not a folder" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "x").exists()
