@@ -121,14 +121,14 @@ def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool
     Returns their timings and, with ``count_tensors``, the live-tensor peak per phase and the widest padded
     prompt and completion batches the steps ran (the shapes to check the planner at); else None.
     """
-    from transformers import PrinterCallback
     from trl.extras.profiling import ProfilingContext
 
+    from callbacks.progress import ShortProgress
     from recipes.run import build_trainer
 
     timer = StepTimer(completions_per_step, steps)
     trainer = build_trainer(recipe, callbacks=[timer])
-    trainer.remove_callback(PrinterCallback)  # its raw log dicts would interleave with the table
+    trainer.remove_callback(ShortProgress)  # its log lines would interleave with the table
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
 

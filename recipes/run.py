@@ -45,6 +45,7 @@ def build_trainer(recipe, callbacks=()):
     from accelerate import PartialState
     from trl import GRPOTrainer
 
+    from callbacks.progress import use_short_progress
     from recipes.data import load_split
     from recipes.model import load_model, load_tokenizer, lora_config
     from recipes.recipe import reward_defaults
@@ -55,7 +56,7 @@ def build_trainer(recipe, callbacks=()):
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
-    return GRPOTrainer(
+    trainer = GRPOTrainer(
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(recipe),
@@ -64,6 +65,8 @@ def build_trainer(recipe, callbacks=()):
         peft_config=lora_config(recipe.config["lora"]),
         callbacks=list(callbacks),
     )
+    use_short_progress(trainer)
+    return trainer
 
 
 def warn_if_launcher_started_one_process() -> None:

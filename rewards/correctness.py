@@ -148,6 +148,7 @@ class Correctness:
 
     def _log(self, log_metric, log_extra, answers, completion_ids, correct_lengths) -> None:
         if callable(log_metric) and answers:
+            log_metric("answers/correct", len(correct_lengths) / len(answers))  # before the length gate
             log_metric("answers/unparseable", sum(a is None for a in answers) / len(answers))
             if self.max_completion_length is not None:
                 cut = sum(len(ids) >= self.max_completion_length for ids in completion_ids)
