@@ -32,6 +32,29 @@ def generation_schedule(trainer: dict, processes: int | None = None) -> tuple[in
     return per_step * steps, steps
 
 
+# report_to value -> (module it needs, the extra that installs it).
+TRACKERS = {
+    "tensorboard": ("tensorboard", "tensorboard"),
+    "wandb": ("wandb", "wandb"),
+    "trackio": ("trackio", "trackio"),
+}
+
+
+def _missing_trackers(recipe: Recipe) -> list[str]:
+    """One line per tracker in trainer.report_to whose package is not installed, naming the extra."""
+    report_to = recipe.config["trainer"]["report_to"]
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    where = recipe.origins.get("trainer.report_to", "the recipe")
+    return [
+        f"trainer.report_to={name} in {where} needs the {module} package, which is not installed: "
+        f"pip install 'grpo-recipes[{extra}]' (or set trainer.report_to=none)."
+        for name in names
+        if name in TRACKERS
+        for module, extra in [TRACKERS[name]]
+        if importlib.util.find_spec(module) is None
+    ]
+
+
 def check_combinations(recipe: Recipe) -> None:
     """Raise RecipeError for settings that cannot work together, whatever the machine."""
     t, where = recipe.config["trainer"], recipe.origins
@@ -66,7 +89,7 @@ def check_combinations(recipe: Recipe) -> None:
             f"model.quantization={recipe.config['model']['quantization']} needs bitsandbytes, which is not "
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
-    errors += _unearnable_formats(recipe)
+    errors += _unearnable_formats(recipe) + _missing_trackers(recipe)
     for key in ("save_steps", "save_strategy", "reward_weights"):
         if f"trainer.{key}" in where:
             errors.append(

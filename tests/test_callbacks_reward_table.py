@@ -86,7 +86,15 @@ def test_only_the_main_process_prints(capsys):
 def test_a_logged_step_is_one_short_line_not_the_metrics_dict():
     from callbacks.progress import short_line
 
-    logs = {"reward": 1.84, "answers/correct": 0.3125, "completions/mean_length": 21.6, "kl": 0.01, "loss": 0.2}
+    logs = {
+        "reward": 1.84,
+        "answers/correct": 0.3125,
+        "completions/mean_length": 21.6,
+        "kl": 0.01,
+        "loss": 0.2,
+    }
     assert short_line(logs, 12, 400, 3725) == "step 12/400  reward 1.840  correct 31%  length 22  left 1h02m"
     assert short_line({"reward": -0.5}, 1, 8, None) == "step 1/8  reward -0.500"
-    assert short_line({"train_runtime": 12.0}, 8, 8, 0) is None  # the final summary stays in trainer_state.json
+    assert (
+        short_line({"train_runtime": 12.0}, 8, 8, 0) is None
+    )  # the final summary stays in trainer_state.json

@@ -337,3 +337,26 @@ def test_a_non_utf8_recipe_or_a_folder_is_one_line_naming_it(tmp_path):
         load_recipe(str(recipe))
     with pytest.raises(RecipeError, match=rf"^{tmp_path} is a folder; a recipe is a .yaml file or a name"):
         load_recipe(str(tmp_path))
+
+
+def test_a_tracker_without_its_package_names_the_extra_to_install(monkeypatch):
+    real = checks.importlib.util.find_spec
+    monkeypatch.setattr(
+        checks.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("wandb", "trackio") else real(name, *a),
+    )
+    with pytest.raises(RecipeError) as raised:
+        load_recipe("gsm8k_tiny", ["trainer.report_to=[wandb, trackio]"])
+    lines = str(raised.value).splitlines()
+    assert lines == [
+        (
+            "trainer.report_to=wandb in command-line override 'trainer.report_to=[wandb, trackio]' needs the wandb "
+            "package, which is not installed: pip install 'grpo-recipes[wandb]' (or set trainer.report_to=none)."
+        ),
+        (
+            "trainer.report_to=trackio in command-line override 'trainer.report_to=[wandb, trackio]' needs the trackio "
+            "package, which is not installed: pip install 'grpo-recipes[trackio]' (or set trainer.report_to=none)."
+        ),
+    ]
+    load_recipe("gsm8k_tiny", ["trainer.report_to=none"])
