@@ -1,28 +1,24 @@
-"""What the notebooks in notebooks/ call: Colab secrets, a GPU check, command-line steps run in the kernel.
+"""What the notebooks in notebooks/ call besides the Python API: Colab secrets, a GPU check, steps that stop Run all.
 
     from recipes import colab
+    from recipes.evaluate import evaluate
+    from recipes.recipe import load_recipe
     print(colab.load_credentials("s3://bucket/runs/llama"))        # secrets -> environment, values never shown
-    print(colab.check_runtime("gsm8k_llama", purpose="train"))     # what the recipe needs vs what the GPU has
-    colab.run_step(evaluate.main, ["gsm8k_llama", *colab.cli_args(out="base.jsonl", questions=20)])
+    recipe = load_recipe("gsm8k_llama", values={"trainer.output_dir": "/content/outputs/llama"})
+    print(colab.check_runtime(recipe, purpose="train"))            # what the recipe needs vs what the GPU has
+    result = colab.run_step(evaluate, recipe, "base.jsonl", questions=20)
 
-The notebooks hold no logic of their own; what they need beyond the command-line entry points lives here.
+The notebooks hold no logic of their own: they call ``recipes.run.train``, ``recipes.evaluate.evaluate``,
+``stats.compare.compare`` and ``stats.curves.plot_curves`` with values, through ``run_step``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
+import logging
 import os
-import shlex
-import sys
 from pathlib import Path
 
-import yaml
-
 from common.errors import UserError
-from recipes.atomic import write_text_atomically
-from recipes.recipe import load_recipe
 
 # Colab secret (and environment variable) -> what it is for. AWS_* and HF_TOKEN are read by boto3 and
 # huggingface_hub from the environment; S3_ENDPOINT_URL is ours (s3_endpoint).
@@ -100,31 +96,17 @@ def s3_endpoint(endpoint_url: str | None = None) -> str | None:
     return endpoint_url or os.environ.get("S3_ENDPOINT_URL") or None
 
 
-def override(key: str, value) -> str:
-    """A ``key=value`` recipe override that reads back as ``value``: quoted only where YAML would change it.
-
-    >>> override("trainer.output_dir", "/content/My Drive/run #2"), override("checkpoint.uri", "s3://b/run")
-    ('trainer.output_dir="/content/My Drive/run #2"', 'checkpoint.uri=s3://b/run')
-    """
-    text = str(value)
-    try:
-        plain = yaml.safe_load(text) == text
-    except yaml.YAMLError:
-        plain = False
-    return f"{key}={text if plain else json.dumps(text)}"  # a JSON string is a YAML string
-
-
-def checkpoint_overrides(uri: str | None, endpoint_url: str | None = None) -> list[str]:
-    """Recipe overrides that sync checkpoints to ``uri`` (None: local checkpoints only) through the endpoint."""
+def checkpoint_values(uri: str | None, endpoint_url: str | None = None) -> dict:
+    """Recipe values that sync checkpoints to ``uri`` (None: local checkpoints only) through the endpoint."""
     values = {"checkpoint.uri": uri, "checkpoint.endpoint_url": s3_endpoint(endpoint_url)}
-    return [override(key, value) for key, value in values.items() if value]
+    return {key: value for key, value in values.items() if value}
 
 
 def _gb(n: int) -> str:
     return f"{n / GIB:.1f} GB"
 
 
-def check_runtime(recipe_name: str, overrides=(), *, purpose: str = "train") -> str:
+def check_runtime(recipe, *, purpose: str = "train") -> str:
     """Compare what a recipe needs with what this runtime has, before any weights download.
 
     Needs come from the memory planner (``python recipes/run.py RECIPE --plan``): the training peak, or for
@@ -145,7 +127,6 @@ def check_runtime(recipe_name: str, overrides=(), *, purpose: str = "train") -> 
 
     if purpose not in ("train", "evaluate"):
         raise ValueError(f"purpose must be 'train' or 'evaluate', got {purpose!r}")
-    recipe = load_recipe(recipe_name, overrides)
     model_config = load_model_config(recipe.config["model"])
     plan = plan_memory(recipe.config, model_config=model_config)
     estimate = f"an estimate: python recipes/run.py {recipe.name} --plan"
@@ -175,7 +156,9 @@ def check_runtime(recipe_name: str, overrides=(), *, purpose: str = "train") -> 
             if purpose == "train"
             else None
         )
-        smaller = f"Add trainer.per_device_train_batch_size={batch} to overrides, or c" if batch else "C"
+        smaller = (
+            f"Add trainer.per_device_train_batch_size={batch} to the recipe's values, or c" if batch else "C"
+        )
         raise ColabError(
             f"{recipe.name} needs about {_gb(needed)} of GPU memory to {purpose} ({estimate}), but {has}. "
             f"{smaller}hoose a larger GPU (Runtime > Change runtime type)."
@@ -209,57 +192,24 @@ def prepare_folder(path: str | os.PathLike) -> Path:
     return folder
 
 
-def cli_args(**options) -> list[str]:
-    """Command-line options from keywords: ``max_new_tokens=16`` -> ``--max-new-tokens 16``; None is left out.
-
-    >>> cli_args(out="base.jsonl", questions=20, max_new_tokens=None, json=True)
-    ['--out', 'base.jsonl', '--questions', '20', '--json']
-    """
-    args = []
-    for key, value in options.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            args.append(flag)
-        elif value is not None and value is not False:
-            args += [flag, str(value)]
-    return args
-
-
-class _Tee(io.TextIOBase):
-    """Writes to the notebook and keeps a copy."""
-
-    def __init__(self, stream):
-        self.stream, self.copy = stream, io.StringIO()
-
-    def write(self, text: str) -> int:
-        self.copy.write(text)
-        return self.stream.write(text)
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-
-def run_step(main, argv, *, save_output: str | os.PathLike | None = None) -> None:
-    """Run a command-line entry point (``main(argv) -> int``) in this kernel; raise when it fails, so Run all stops.
+def run_step(step, *args, **kwargs):
+    """Run one API call of the project (train, evaluate, compare, plot) and return its result; a user error
+    raises ColabError so that Run all stops there, with the message and no traceback of the project's code.
 
     Args:
-        main: The module's ``main``, e.g. ``recipes.evaluate.main``.
-        argv: Its arguments (converted to strings); the equivalent shell command is printed first.
-        save_output: Also write what the step printed on stdout to this file.
+        step: e.g. ``recipes.run.train`` or ``recipes.evaluate.evaluate``.
+        *args, **kwargs: Its arguments.
 
     Raises:
-        ColabError: The step exited with a non-zero status (its own message is printed above).
+        ColabError: The step refused its input or could not go on (its message says why and what to change).
     """
-    argv = [str(arg) for arg in argv]
-    command = shlex.join(["python", "-m", main.__module__, *argv])
-    print(f"$ {command}", flush=True)
-    tee = _Tee(sys.stdout)
+    name = f"{step.__module__}.{step.__name__}"
+    print(f"> {name}", flush=True)
+    # What the command-line tools log (resuming from, checkpoints synced) shows in the notebook too.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for package in ("recipes", "callbacks", "stats"):
+        logging.getLogger(package).setLevel(logging.INFO)
     try:
-        with contextlib.redirect_stdout(tee):
-            status = main(argv)
-    except SystemExit as e:  # argparse rejects bad arguments this way
-        status = e.code
-    if status:
-        raise ColabError(f"{command} failed (exit status {status}); its message is printed above.")
-    if save_output is not None:
-        write_text_atomically(save_output, tee.copy.getvalue())
+        return step(*args, **kwargs)
+    except UserError as e:
+        raise ColabError(f"{name} stopped: {e}") from None

@@ -115,6 +115,10 @@ class Evaluation:
         """Share of correct samples."""
         return sum(r["correct"] for r in self.records) / len(self.records)
 
+    def summary(self) -> str:
+        """Accuracy, the three-way split of the samples, and lm-eval's strict and flexible figures."""
+        return summary(self.records, self.questions, self.out)
+
 
 def evaluate(
     recipe,

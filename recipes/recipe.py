@@ -123,6 +123,17 @@ def _read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
     return _read_layers(base_path, seen + (path.resolve(),)) + [(str(path), data)]
 
 
+def _nested(key: str, value: Any) -> dict:
+    """``("trainer.max_steps", 4)`` -> ``{"trainer": {"max_steps": 4}}``; a malformed key is a RecipeError."""
+    if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
+        raise RecipeError(
+            f"Malformed recipe value key {key!r}: expected section.key, e.g. trainer.max_steps."
+        )
+    for part in reversed(key.split(".")):
+        value = {part: value}
+    return value
+
+
 def parse_override(text: str) -> dict:
     """``trainer.learning_rate=1e-5`` -> ``{"trainer": {"learning_rate": 1e-5}}`` (the value parsed as YAML)."""
     key, sep, value = text.partition("=")
@@ -130,10 +141,7 @@ def parse_override(text: str) -> dict:
         raise RecipeError(
             f"Malformed override {redact(text)!r}: expected section.key=value, e.g. trainer.learning_rate=1e-5."
         )
-    nested: Any = parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None
-    for part in reversed(key.split(".")):
-        nested = {part: nested}
-    return nested
+    return _nested(key, parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None)
 
 
 def _merge(into: dict, layer: dict, source: str, origins: dict, prefix: str = "") -> None:
@@ -278,12 +286,16 @@ def _resolve_trainer(config: dict, name: str, reward_weights: list[float]) -> di
     return with_defaults({"trainer": trainer})["trainer"]
 
 
-def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Recipe:
+def load_recipe(
+    name_or_path: str, overrides: typing.Iterable[str] = (), values: typing.Mapping[str, Any] | None = None
+) -> Recipe:
     """Load, compose and validate a recipe.
 
     Args:
         name_or_path: A recipe name from ``recipes/`` (e.g. ``gsm8k_llama``) or a path to a YAML file.
-        overrides: ``section.key=value`` strings, applied last.
+        overrides: ``section.key=value`` strings (the command line's), applied after the files.
+        values: ``{"section.key": value}`` Python values (a notebook's, a script's), applied last, taken as
+            they are (no YAML parsing), e.g. ``{"trainer.output_dir": "/content/My Drive/run"}``.
 
     Returns:
         The validated recipe, every default filled in: the schema's for our sections, ``trl.GRPOConfig``'s
@@ -296,6 +308,7 @@ def load_recipe(name_or_path: str, overrides: typing.Iterable[str] = ()) -> Reci
     layers = _read_layers(path) + [
         (f"command-line override {redact(o)!r}", parse_override(o)) for o in overrides
     ]
+    layers += [(f"value {redact(f'{k}={v!r}')}", _nested(k, v)) for k, v in (values or {}).items()]
     config: dict[str, Any] = {section: schema.defaults(section) for section in schema.SECTIONS}
     config.update({"rewards": [], "callbacks": [], "trainer": {}})
     origins: dict[str, str] = {}

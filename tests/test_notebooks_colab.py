@@ -13,8 +13,9 @@ import torch
 
 from recipes import colab
 from recipes.planner.render import plan_memory
-from recipes.recipe import load_recipe
+from recipes.recipe import RecipeError, load_recipe
 from stats import compare
+from stats.report import format_text
 
 GIB = 2**30
 
@@ -102,23 +103,27 @@ def test_endpoint_parameter_then_secret(clean_env):
     assert colab.s3_endpoint("https://r2.example") == "https://r2.example"
 
 
-def test_overrides_read_back_as_given(clean_env, tmp_path):
+def test_notebook_values_reach_the_recipe_as_given(clean_env, tmp_path):
     clean_env.setenv("S3_ENDPOINT_URL", "http://127.0.0.1:9000")
-    folder = str(tmp_path / "My Drive" / "run #2: yes")  # spaces, a comment sign, a colon
-    overrides = [colab.override("trainer.output_dir", folder), *colab.checkpoint_overrides("s3://b/run")]
-    config = load_recipe("gsm8k_tiny", overrides).config
-    assert config["trainer"]["output_dir"] == folder
-    assert config["checkpoint"]["uri"] == "s3://b/run"
-    assert config["checkpoint"]["endpoint_url"] == "http://127.0.0.1:9000"
-    assert colab.checkpoint_overrides(None) == ["checkpoint.endpoint_url=http://127.0.0.1:9000"]
+    folder = str(tmp_path / "My Drive" / "run #2: yes")  # spaces, a comment sign, a colon: no YAML quoting
+    values = {"trainer.output_dir": folder, **colab.checkpoint_values("s3://b/run")}
+    recipe = load_recipe("gsm8k_tiny", ["trainer.max_steps=3"], values=values)
+    assert recipe.config["trainer"]["output_dir"] == folder and recipe.config["trainer"]["max_steps"] == 3
+    assert recipe.config["checkpoint"]["uri"] == "s3://b/run"
+    assert recipe.config["checkpoint"]["endpoint_url"] == "http://127.0.0.1:9000"
+    assert recipe.origins["checkpoint.uri"] == "value checkpoint.uri='s3://b/run'"
+    assert colab.checkpoint_values(None) == {"checkpoint.endpoint_url": "http://127.0.0.1:9000"}
+    with pytest.raises(RecipeError, match=r"Unknown key trainer.max_stepz in value trainer.max_stepz=3"):
+        load_recipe("gsm8k_tiny", values={"trainer.max_stepz": 3})
 
 
 def test_cpu_runtime_continues_for_the_tiny_recipe_and_stops_for_llama(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert colab.check_runtime("gsm8k_tiny").startswith("No GPU in this runtime: gsm8k_tiny runs on the CPU")
+    tiny = colab.check_runtime(load_recipe("gsm8k_tiny"))
+    assert tiny.startswith("No GPU in this runtime: gsm8k_tiny runs on the CPU")
     peak = plan_memory(load_recipe("gsm8k_llama").config).peak(80 * GIB)
     with pytest.raises(colab.ColabError) as error:
-        colab.check_runtime("gsm8k_llama")
+        colab.check_runtime(load_recipe("gsm8k_llama"))
     message = str(error.value)
     assert f"about {peak / GIB:.1f} GB to train" in message and "Change runtime type > A100 GPU" in message
     assert "needs a GPU" in message  # the recipe check's own reason follows
@@ -135,8 +140,8 @@ def test_gpu_runtime_reports_need_against_card(monkeypatch):
     config = load_recipe("gsm8k_llama").config
     card = fake_gpu(monkeypatch, 40)
     train, evaluate = (
-        colab.check_runtime("gsm8k_llama"),
-        colab.check_runtime("gsm8k_llama", purpose="evaluate"),
+        colab.check_runtime(load_recipe("gsm8k_llama")),
+        colab.check_runtime(load_recipe("gsm8k_llama"), purpose="evaluate"),
     )
     peak = plan_memory(config).peak(card) / GIB
     assert train == (
@@ -150,8 +155,10 @@ def test_gpu_runtime_reports_need_against_card(monkeypatch):
 def test_too_small_gpu_stops_with_a_batch_that_fits(monkeypatch):
     config = load_recipe("gsm8k_llama").config
     card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB) / GIB - 1, name="small")
-    with pytest.raises(colab.ColabError, match=r"per_device_train_batch_size=(\d+) to overrides") as error:
-        colab.check_runtime("gsm8k_llama")
+    with pytest.raises(
+        colab.ColabError, match=r"per_device_train_batch_size=(\d+) to the recipe's values"
+    ) as error:
+        colab.check_runtime(load_recipe("gsm8k_llama"))
     batch = int(re.search(r"per_device_train_batch_size=(\d+)", str(error.value)).group(1))
     assert batch < config["trainer"]["per_device_train_batch_size"]
     assert plan_memory(config, batch=batch).fits(card)
@@ -159,7 +166,7 @@ def test_too_small_gpu_stops_with_a_batch_that_fits(monkeypatch):
     with pytest.raises(
         colab.ColabError, match=r"but this runtime has T4-ish with 12.0 GB. Choose a larger GPU"
     ):
-        colab.check_runtime("gsm8k_llama")
+        colab.check_runtime(load_recipe("gsm8k_llama"))
 
 
 def records(path, correct: list[bool]):
@@ -168,24 +175,17 @@ def records(path, correct: list[bool]):
     return path
 
 
-def test_run_step_runs_a_cli_saves_its_output_and_raises_on_failure(tmp_path, capsys):
+def test_run_step_returns_the_api_result_and_stops_run_all_on_a_user_error(tmp_path, capsys):
     base, tuned = records(tmp_path / "b.jsonl", [False] * 4), records(tmp_path / "t.jsonl", [True] * 4)
-    colab.run_step(compare.main, [base, tuned], save_output=tmp_path / "report.txt")
-    printed, report = capsys.readouterr().out, (tmp_path / "report.txt").read_text()
-    assert printed.startswith(f"$ python -m stats.compare {base} {tuned}\n")
-    assert printed.endswith(report) and report.startswith("Paired comparison by question")
-    with pytest.raises(colab.ColabError, match=r"stats.compare .*missing.jsonl failed \(exit status 2\)"):
-        colab.run_step(
-            compare.main, [base, tmp_path / "missing.jsonl"], save_output=tmp_path / "not-written.txt"
-        )
-    assert not (tmp_path / "not-written.txt").exists()
-    with pytest.raises(colab.ColabError, match=r"exit status 2"):  # argparse exits on an unknown option
-        colab.run_step(compare.main, [base, tuned, "--no-such-option"])
-
-
-def test_cli_args_turn_keywords_into_options():
-    args = colab.cli_args(out="a b.jsonl", max_new_tokens=16, adapter=None, json=True, intersect=False)
-    assert args == ["--out", "a b.jsonl", "--max-new-tokens", "16", "--json"]
+    comparison = colab.run_step(compare.compare, base, tuned, plot=tmp_path / "c.png")
+    assert capsys.readouterr().out == "> stats.compare.compare\n"
+    assert (
+        format_text(comparison).startswith("Paired comparison by question") and (tmp_path / "c.png").is_file()
+    )
+    with pytest.raises(colab.ColabError, match=r"^stats.compare.compare stopped: .*missing.jsonl"):
+        colab.run_step(compare.compare, base, tmp_path / "missing.jsonl")
+    with pytest.raises(TypeError):  # a programming error is not dressed up as the user's
+        colab.run_step(compare.compare, base, tuned, no_such_option=True)
 
 
 def test_drive_paths_need_colab_and_local_folders_are_made(tmp_path, monkeypatch):

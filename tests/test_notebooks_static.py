@@ -113,7 +113,7 @@ def test_credentials_come_from_secrets_only(name):
 @pytest.mark.parametrize("name", NAMES[:3])
 def test_gpu_notebooks_check_the_runtime(name):
     nb = read(name)
-    assert "colab.check_runtime(recipe, overrides" in "\n".join(cell.source for cell in code_cells(nb))
+    assert "colab.check_runtime(resolved, purpose=" in "\n".join(cell.source for cell in code_cells(nb))
     assert nb.metadata.accelerator == "GPU" and nb.metadata.colab.gpuType == "A100"
 
 

@@ -144,8 +144,9 @@ def format_style(rewards: list[dict]) -> str | None:
     return next((spec.get("style", "tags") for spec in rewards if spec.get("name") == "format"), None)
 
 
-def summary(records: list[dict], questions: int, out: Path, command: list[str]) -> str:
-    """Accuracy, the three-way split, and the commands that compare this file with the other model's."""
+def summary(records: list[dict], questions: int, out: Path, command: list[str] | None = None) -> str:
+    """Accuracy, the three-way split, and (given this run's ``command``) the commands that compare this file
+    with the other model's."""
     total = len(records)
     correct = sum(r["correct"] for r in records)
     formatted = sum(r["format_ok"] and not r["correct"] for r in records)
@@ -165,6 +166,8 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str]) 
     ):
         count = sum(r.get(key, False) for r in records)
         lines.append(f"    {label:<24}{count:>6}/{total}  {100 * count / total:5.1f}%  ({how})")
+    if command is None:
+        return "\n".join(lines)
     other = command[command.index("--out") + 1]
     pair = (str(out), other) if "--adapter" in command else (other, str(out))
     lines += [
