@@ -31,6 +31,7 @@ _OR = re.compile(r"[0-9]\s*\}?\s*(?:\\text\s*\{\s*)?\bor\b\s*\}?\s*\$?-?[0-9]")
 _RANGE = re.compile(
     rf"{_NUMBER_CORE}\s*(?:-|–|—|\\ldots|\.\.\.|to\b|\\text\s*\{{\s*to\s*\}})\s*{_NUMBER_CORE}"
 )
+_SINGLE_LETTER_TAIL = re.compile(r"[0-9]\s*[A-Za-z]$")
 HEDGED = "hedged"  # what a snippet holding a hedged answer yields: found, and never equal to a gold answer
 _CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(" + _NUMBER_CORE + r")\s*\.?\s*")
@@ -132,7 +133,9 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     if "=" in text:
         text = text.rsplit("=", 1)[1]
     head = _UNIT_TAIL.sub("", text).strip().rstrip(".").strip()
-    if _PLUS_MINUS.search(text) or _OR.search(text) or _RANGE.fullmatch(head):
+    # "17-19 apples" is a range; "6 - 5i" (a single-letter tail: a variable, the imaginary unit) is a value.
+    expression = _SINGLE_LETTER_TAIL.search(text.strip().rstrip("."))
+    if _PLUS_MINUS.search(text) or _OR.search(text) or (_RANGE.fullmatch(head) and not expression):
         return HEDGED
     if NUMBER.fullmatch(head):
         return canonical_number(head)

@@ -67,14 +67,19 @@ def test_logs_metrics_and_answers_through_trl_hooks():
         reward, texts, [120, 60, 40, 32], log_metric=metrics.__setitem__, log_extra=extra.__setitem__
     )
     assert rewards == [5.0, pytest.approx(1.0), 0.0, 0.0]
-    assert metrics == {"answers/unparseable": 0.25, "answers/truncated": 0.25, "answers/correct_tokens": 90.0}
+    assert metrics == {
+        "answers/correct": 0.5,  # before the length gate: "The answer is 18" is right, though paid less
+        "answers/unparseable": 0.25,
+        "answers/truncated": 0.25,
+        "answers/correct_tokens": 90.0,
+    }
     assert extra == {"answer": ["18", "18", "17", None]}
 
 
 def test_metrics_it_cannot_compute_are_not_logged():
     metrics = {}
     _run(Correctness(), ["#### 17", "nothing"], [200, 200], log_metric=metrics.__setitem__)
-    assert metrics == {"answers/unparseable": 0.5}  # no max_completion_length given, nothing correct
+    assert metrics == {"answers/correct": 0.0, "answers/unparseable": 0.5}  # no max_completion_length given
 
 
 def test_missing_or_mismatched_arguments_are_clear_errors():

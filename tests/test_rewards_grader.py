@@ -256,3 +256,8 @@ def test_scientific_notation_reads_its_value_and_foreign_digits_never_score_fals
 def test_strict_and_lenient_grading_match_lm_eval_gsm8k(completion, style, strict, lenient):
     assert strict_correct(completion, "7", style) is strict
     assert lenient_correct(completion, "7") is lenient
+
+
+def test_an_expression_with_a_single_letter_tail_is_a_value_not_a_range():
+    assert is_correct(r"so $z = \boxed{6 - 5i}$.", "6 - 5i") and is_correct(r"\boxed{1 - 12i}", "1 - 12i")
+    assert not is_correct("#### 17-19 apples", "17") and not is_correct("#### 17-19 apples", "19")
