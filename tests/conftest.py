@@ -51,3 +51,20 @@ def accelerate_launcher(processes: int) -> list[str]:
     mode = ["--cpu"] if processes == 1 else ["--multi_gpu", "--main_process_port", str(port)]
     return [sys.executable, "-m", "accelerate.commands.launch", *mode, "--num_processes", str(processes),
             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+
+
+@pytest.fixture(params=["s3", "folder"])
+def target(request, monkeypatch, tmp_path):
+    """(uri, endpoint_url, store) of an empty checkpoint location: a bucket prefix, or a folder (a mounted drive).
+
+    Shared by the resume and lease tests.
+    """
+    from _callbacks_helpers import s3_bucket
+
+    from callbacks.s3_store import S3Store
+    from callbacks.stores import FolderStore
+
+    if request.param == "folder":
+        return str(tmp_path / "drive" / "run"), None, FolderStore(tmp_path / "drive" / "run")
+    s3 = s3_bucket(monkeypatch)
+    return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)

@@ -8,22 +8,13 @@ import re
 import time
 
 import pytest
-from _callbacks_helpers import make_checkpoint, s3_bucket, trainer_objects
+from _callbacks_helpers import make_checkpoint, trainer_objects
 
 from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
 from callbacks.errors import CheckpointError
 from callbacks.lease import LEASE_KEY, RemoteLease
 from callbacks.remote import scan_remote
-from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
-
-
-@pytest.fixture(params=["s3", "folder"])
-def target(request, monkeypatch, tmp_path):
-    if request.param == "folder":
-        return str(tmp_path / "drive" / "run"), None, FolderStore(tmp_path / "drive" / "run")
-    s3 = s3_bucket(monkeypatch)
-    return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
 
 
 def prepare(output_dir, uri, endpoint_url, **settings):

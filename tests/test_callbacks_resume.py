@@ -22,16 +22,6 @@ from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.remote import commit_checkpoint, scan_remote
 from callbacks.resume import SYNC_DIR, read_marker, write_marker
 from callbacks.s3_store import S3Store
-from callbacks.stores import FolderStore
-
-
-@pytest.fixture(params=["s3", "folder"])
-def target(request, monkeypatch, tmp_path):
-    """(uri, endpoint_url, store) of an empty checkpoint location."""
-    if request.param == "folder":
-        return str(tmp_path / "drive" / "run"), None, FolderStore(tmp_path / "drive" / "run")
-    s3 = s3_bucket(monkeypatch)
-    return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
 
 
 @pytest.fixture

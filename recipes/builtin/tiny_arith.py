@@ -19,8 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from recipes.atomic import write_folder_atomically
-from recipes.builtin.tiny_llama import CHAT_TEMPLATE, SPECIAL_TOKENS
+from recipes.builtin.tiny_llama import CHAT_TEMPLATE, SPECIAL_TOKENS, bpe_tokenizer, random_llama, save_model
 from recipes.tasks import arithmetic
 
 # The system prompt of the arith recipes; the warm start trains with it so prompts look the same in GRPO.
@@ -46,29 +45,10 @@ SFT_LABEL_SMOOTHING = 0.0
 
 def build_tokenizer(texts: list[str]):
     """Byte-level BPE over ``texts`` with digits always split into single tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import pre_tokenizers
 
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    bpe.train_from_iterator(texts, trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        bos_token="<|begin|>",
-        eos_token="<|end|>",
-        pad_token="<|pad|>",
-        padding_side="left",
-    )
-    tokenizer.chat_template = CHAT_TEMPLATE
-    return tokenizer
+    split = [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    return bpe_tokenizer(texts, VOCAB_SIZE, pre_tokenizers.Sequence(split))
 
 
 def build_arith_model(
@@ -90,7 +70,6 @@ def build_arith_model(
     """
     import torch
     from datasets import Dataset
-    from transformers import LlamaConfig, LlamaForCausalLM
     from trl import SFTConfig, SFTTrainer
 
     folder = Path(folder)
@@ -99,16 +78,7 @@ def build_arith_model(
     rows = arithmetic.make_rows("train", SFT_ROWS, data_seed)
     tokenizer = build_tokenizer([SYSTEM_PROMPT] + [t for r in rows for t in (r["question"], r["answer"])])
 
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **ARITH_CONFIG,
-    )
-    model = LlamaForCausalLM(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model = random_llama(tokenizer, ARITH_CONFIG, seed)
 
     dataset = Dataset.from_list(
         [
@@ -152,12 +122,7 @@ def build_arith_model(
     model.config.use_cache = True  # the trainer turned the KV cache off for training; generation wants it
     for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
         setattr(model.generation_config, key, getattr(tokenizer, key))
-
-    def save(tmp: Path) -> None:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-
-    return write_folder_atomically(folder, save)
+    return save_model(folder, model, tokenizer)
 
 
 def build(folder: Path) -> Path:

@@ -50,28 +50,40 @@ def _corpus() -> list[str]:
     return texts
 
 
-def build_tiny_model(folder: str | Path, *, vocab_size: int = 512, seed: int = 0) -> Path:
-    """Build the tiny model and its tokenizer into ``folder`` (written atomically) and return the folder.
-
-    Args:
-        folder: Destination folder; it must not exist yet.
-        vocab_size: BPE vocabulary size, special tokens included.
-        seed: Seed of the random weights.
-    """
+def random_llama(tokenizer, config: dict, seed: int):
+    """A Llama of ``config``'s shape with seeded random weights, sized and wired to ``tokenizer``'s tokens."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    folder = Path(folder)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            **config,
+        )
+    )
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def bpe_tokenizer(texts: list[str], vocab_size: int, pre_tokenizer):
+    """A byte-level BPE tokenizer trained on ``texts`` (in about a second), with the chat template and the
+    special tokens both tiny models use."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.pre_tokenizer = pre_tokenizer
     bpe.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    bpe.train_from_iterator(_corpus(), trainer=trainer)
+    bpe.train_from_iterator(texts, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe,
         bos_token="<|begin|>",
@@ -80,17 +92,25 @@ def build_tiny_model(folder: str | Path, *, vocab_size: int = 512, seed: int = 0
         padding_side="left",
     )
     tokenizer.chat_template = CHAT_TEMPLATE
+    return tokenizer
 
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        **TINY_CONFIG,
-    )
-    model = LlamaForCausalLM(config)
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+def build_tiny_model(folder: str | Path, *, vocab_size: int = 512, seed: int = 0) -> Path:
+    """Build the tiny model and its tokenizer into ``folder`` (written atomically) and return the folder.
+
+    Args:
+        folder: Destination folder; it must not exist yet.
+        vocab_size: BPE vocabulary size, special tokens included.
+        seed: Seed of the random weights.
+    """
+    from tokenizers import pre_tokenizers
+
+    tokenizer = bpe_tokenizer(_corpus(), vocab_size, pre_tokenizers.ByteLevel(add_prefix_space=False))
+    return save_model(folder, random_llama(tokenizer, TINY_CONFIG, seed), tokenizer)
+
+
+def save_model(folder: Path, model, tokenizer) -> Path:
+    """Write a model and its tokenizer to ``folder`` atomically (a crash leaves no half-built cache)."""
 
     def save(tmp: Path) -> None:
         model.save_pretrained(tmp)
