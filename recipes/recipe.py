@@ -1,17 +1,15 @@
-"""Recipe loading: YAML files composed with ``base:``, dotted command-line overrides, full validation.
+"""Recipe loading: the layers of ``recipes.layers`` merged, every key validated, every default resolved.
 
     python recipes/run.py gsm8k_llama --print     # shows what this module resolves
 
-Order of precedence: base, recipe, command line. Mappings deep-merge (the later one wins); lists are replaced
-whole. Every key is checked, and every error names where the bad value was written.
+Order of precedence: base, recipe, command line, values. Mappings deep-merge (the later one wins); lists are
+replaced whole. Every key is checked, and every error names where the bad value was written.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
-import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -26,31 +24,26 @@ from callbacks.settings import CheckpointSettings
 from common.errors import UserError
 from common.secrets import credential_problem, redact
 from recipes import schema
-
-RECIPE_DIR = Path(__file__).parent
-
-
-class RecipeError(UserError):
-    """A recipe that cannot run: the message says where, what was expected, and how to fix it."""
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads ``1e-5`` as a float; YAML 1.1 wants ``1.0e-5`` and PyYAML returns a string."""
-
-
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$|^[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?$"),
-    list("-+0123456789."),
+from recipes.layers import (
+    RecipeError,
+    available,
+    find_recipe,
+    merge_layer,
+    nested_value,
+    parse_override,
+    read_layers,
+    suggest,
 )
 
-
-def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML with float-friendly rules; syntax errors become RecipeErrors naming ``source``."""
-    try:
-        return yaml.load(text, Loader=_Loader)
-    except yaml.YAMLError as e:
-        raise RecipeError(f"{source}: not valid YAML: {e}") from None
+__all__ = [
+    "Recipe",
+    "RecipeError",
+    "available",
+    "load_recipe",
+    "parse_override",
+    "trainer_defaults",
+    "with_defaults",
+]
 
 
 @dataclass
@@ -65,93 +58,6 @@ class Recipe:
     def to_yaml(self) -> str:
         """The fully resolved recipe as YAML (what `run.py` writes to ``output_dir/recipe.yaml``)."""
         return yaml.safe_dump(self.config, sort_keys=False, width=110)
-
-
-def available() -> dict[str, str]:
-    """Runnable recipes (``recipes/*.yaml`` without a leading underscore) and their one-line descriptions."""
-    found = {}
-    for path in sorted(RECIPE_DIR.glob("*.yaml")):
-        if not path.name.startswith("_"):
-            first = path.read_text().splitlines()[0] if path.stat().st_size else ""
-            found[path.stem] = first.lstrip("# ").strip()
-    return found
-
-
-def _suggest(word: str, options, prefix: str = "") -> str:
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f" Did you mean {prefix}{close[0]}?" if close else ""
-
-
-def find_recipe(name_or_path: str) -> Path:
-    """A recipe name (``gsm8k_llama``) or a path to a YAML file -> the file."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if path.is_dir():
-            raise RecipeError(f"{path} is a folder; a recipe is a .yaml file or a name (see run.py --list).")
-        if not path.is_file():
-            raise RecipeError(f"Recipe file {path} does not exist.")
-        return path
-    path = RECIPE_DIR / f"{name_or_path}.yaml"
-    if not path.is_file():
-        names = available()
-        raise RecipeError(
-            f"Unknown recipe {name_or_path!r}.{_suggest(name_or_path, names)} Available: {', '.join(names)}"
-        )
-    return path
-
-
-def _read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
-    """The recipe file and its ``base:`` chain, base first, as (source, mapping) pairs."""
-    if path.resolve() in seen:
-        raise RecipeError(f"{path}: base: chain loops back to itself ({' -> '.join(map(str, seen))}).")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise RecipeError(
-            f"{path} line {line} is not UTF-8 text ({e.reason}); save the file as UTF-8."
-        ) from None
-    data = parse_yaml(text, str(path)) or {}
-    if not isinstance(data, dict):
-        raise RecipeError(f"{path}: a recipe is a mapping of sections, got {type(data).__name__}.")
-    base = data.pop("base", None)
-    if base is None:
-        return [(str(path), data)]
-    base_path = path.parent / f"{base}.yaml" if not str(base).endswith(".yaml") else path.parent / base
-    if not base_path.is_file():
-        raise RecipeError(f"{path}: base: {base!r} not found (looked for {base_path}).")
-    return _read_layers(base_path, seen + (path.resolve(),)) + [(str(path), data)]
-
-
-def _nested(key: str, value: Any) -> dict:
-    """``("trainer.max_steps", 4)`` -> ``{"trainer": {"max_steps": 4}}``; a malformed key is a RecipeError."""
-    if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
-        raise RecipeError(
-            f"Malformed recipe value key {key!r}: expected section.key, e.g. trainer.max_steps."
-        )
-    for part in reversed(key.split(".")):
-        value = {part: value}
-    return value
-
-
-def parse_override(text: str) -> dict:
-    """``trainer.learning_rate=1e-5`` -> ``{"trainer": {"learning_rate": 1e-5}}`` (the value parsed as YAML)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
-        raise RecipeError(
-            f"Malformed override {redact(text)!r}: expected section.key=value, e.g. trainer.learning_rate=1e-5."
-        )
-    return _nested(key, parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None)
-
-
-def _merge(into: dict, layer: dict, source: str, origins: dict, prefix: str = "") -> None:
-    for key, value in layer.items():
-        path = f"{prefix}{key}"
-        if isinstance(value, dict) and isinstance(into.get(key), dict):
-            _merge(into[key], value, source, origins, path + ".")
-        else:
-            into[key] = value
-            origins[path] = source
 
 
 def _credentials(config: dict, origins: dict, prefix: str = "") -> list[str]:
@@ -203,7 +109,7 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
     for key, value in section.items():
         where = origins.get(f"{name}.{key}", origins.get(name, "the recipe"))
         if key not in specs:
-            errors.append(f"Unknown key {name}.{key} in {where}.{_suggest(key, specs, prefix=name + '.')}")
+            errors.append(f"Unknown key {name}.{key} in {where}.{suggest(key, specs, prefix=name + '.')}")
             continue
         spec = specs[key]
         if spec.types is not None and not schema.type_ok(value, spec.types):
@@ -211,7 +117,7 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
         elif spec.choices and value not in spec.choices:
             errors.append(
                 f"{name}.{key} in {where} must be one of {', '.join(spec.choices)}, got {value!r}."
-                f"{_suggest(str(value), spec.choices)}"
+                f"{suggest(str(value), spec.choices)}"
             )
         elif (rule := schema.RANGES.get(f"{name}.{key}")) and not rule[0](value):
             errors.append(f"{name}.{key} in {where} must be {rule[1]}, got {value!r}.")
@@ -305,10 +211,10 @@ def load_recipe(
         RecipeError: Listing every problem found, each naming its file and key.
     """
     path = find_recipe(name_or_path)
-    layers = _read_layers(path) + [
+    layers = read_layers(path) + [
         (f"command-line override {redact(o)!r}", parse_override(o)) for o in overrides
     ]
-    layers += [(f"value {redact(f'{k}={v!r}')}", _nested(k, v)) for k, v in (values or {}).items()]
+    layers += [(f"value {redact(f'{k}={v!r}')}", nested_value(k, v)) for k, v in (values or {}).items()]
     config: dict[str, Any] = {section: schema.defaults(section) for section in schema.SECTIONS}
     config.update({"rewards": [], "callbacks": [], "trainer": {}})
     origins: dict[str, str] = {}
@@ -317,8 +223,8 @@ def load_recipe(
         for section in layer:
             origins.setdefault(section, source)
             if section not in schema.TOP_LEVEL:
-                errors.append(f"Unknown section {section} in {source}.{_suggest(section, schema.TOP_LEVEL)}")
-        _merge(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
+                errors.append(f"Unknown section {section} in {source}.{suggest(section, schema.TOP_LEVEL)}")
+        merge_layer(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
     for section in (*schema.SECTIONS, "trainer"):
         _check_section(section, config[section], origins, errors)
     errors += _credentials(config, origins)

@@ -1,0 +1,130 @@
+"""Where a recipe's values come from: YAML files composed with ``base:``, command-line overrides, Python values.
+
+Order of precedence: base, recipe, command line, values. ``recipes.recipe.load_recipe`` merges the layers
+and validates the result; this module only reads them, each with a label that names its source.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from common.errors import UserError
+from common.secrets import redact
+
+RECIPE_DIR = Path(__file__).parent
+
+
+class RecipeError(UserError):
+    """A recipe that cannot run: the message says where, what was expected, and how to fix it."""
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that reads ``1e-5`` as a float; YAML 1.1 wants ``1.0e-5`` and PyYAML returns a string."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$|^[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?$"),
+    list("-+0123456789."),
+)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML with float-friendly rules; syntax errors become RecipeErrors naming ``source``."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as e:
+        raise RecipeError(f"{source}: not valid YAML: {e}") from None
+
+
+def available() -> dict[str, str]:
+    """Runnable recipes (``recipes/*.yaml`` without a leading underscore) and their one-line descriptions."""
+    found = {}
+    for path in sorted(RECIPE_DIR.glob("*.yaml")):
+        if not path.name.startswith("_"):
+            first = path.read_text().splitlines()[0] if path.stat().st_size else ""
+            found[path.stem] = first.lstrip("# ").strip()
+    return found
+
+
+def suggest(word: str, options, prefix: str = "") -> str:
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return f" Did you mean {prefix}{close[0]}?" if close else ""
+
+
+def find_recipe(name_or_path: str) -> Path:
+    """A recipe name (``gsm8k_llama``) or a path to a YAML file -> the file."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if path.is_dir():
+            raise RecipeError(f"{path} is a folder; a recipe is a .yaml file or a name (see run.py --list).")
+        if not path.is_file():
+            raise RecipeError(f"Recipe file {path} does not exist.")
+        return path
+    path = RECIPE_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        names = available()
+        raise RecipeError(
+            f"Unknown recipe {name_or_path!r}.{suggest(name_or_path, names)} Available: {', '.join(names)}"
+        )
+    return path
+
+
+def read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
+    """The recipe file and its ``base:`` chain, base first, as (source, mapping) pairs."""
+    if path.resolve() in seen:
+        raise RecipeError(f"{path}: base: chain loops back to itself ({' -> '.join(map(str, seen))}).")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise RecipeError(
+            f"{path} line {line} is not UTF-8 text ({e.reason}); save the file as UTF-8."
+        ) from None
+    data = parse_yaml(text, str(path)) or {}
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: a recipe is a mapping of sections, got {type(data).__name__}.")
+    base = data.pop("base", None)
+    if base is None:
+        return [(str(path), data)]
+    base_path = path.parent / f"{base}.yaml" if not str(base).endswith(".yaml") else path.parent / base
+    if not base_path.is_file():
+        raise RecipeError(f"{path}: base: {base!r} not found (looked for {base_path}).")
+    return read_layers(base_path, seen + (path.resolve(),)) + [(str(path), data)]
+
+
+def nested_value(key: str, value: Any) -> dict:
+    """``("trainer.max_steps", 4)`` -> ``{"trainer": {"max_steps": 4}}``; a malformed key is a RecipeError."""
+    if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
+        raise RecipeError(
+            f"Malformed recipe value key {key!r}: expected section.key, e.g. trainer.max_steps."
+        )
+    for part in reversed(key.split(".")):
+        value = {part: value}
+    return value
+
+
+def parse_override(text: str) -> dict:
+    """``trainer.learning_rate=1e-5`` -> ``{"trainer": {"learning_rate": 1e-5}}`` (the value parsed as YAML)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
+        raise RecipeError(
+            f"Malformed override {redact(text)!r}: expected section.key=value, e.g. trainer.learning_rate=1e-5."
+        )
+    return nested_value(key, parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None)
+
+
+def merge_layer(into: dict, layer: dict, source: str, origins: dict, prefix: str = "") -> None:
+    """Deep-merge ``layer`` into ``into`` (lists replaced whole), recording ``source`` for each key it sets."""
+    for key, value in layer.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge_layer(into[key], value, source, origins, path + ".")
+        else:
+            into[key] = value
+            origins[path] = source
