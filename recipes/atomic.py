@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from common.files import usual_permissions
+
 
 def write_text_atomically(path: str | Path, text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` through a temporary file beside it and ``os.replace``."""
@@ -28,6 +30,7 @@ def write_folder_atomically(folder: str | Path, save) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         save(tmp)
+        usual_permissions(tmp)  # mkdtemp made it 0700
         tmp.rename(folder)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -122,7 +122,7 @@ def _unearnable_formats(recipe: Recipe) -> list[str]:
 
 
 def _gpu_need(recipe: Recipe) -> str:
-    """`` (planned peak N GB of GPU memory)`` for a model whose shape ships with the planner, else ""."""
+    """``, planned peak N GB of GPU memory`` for a model whose shape ships with the planner, else ""."""
     from recipes.planner.memory import GIB, plan_memory
     from recipes.planner.shapes import SHAPES, config_for
 
@@ -130,7 +130,7 @@ def _gpu_need(recipe: Recipe) -> str:
     if name not in SHAPES:
         return ""
     plan = plan_memory(recipe.config, model_config=config_for(name))
-    return f" (planned peak {plan.peak(80 * 10**9) / GIB:.1f} GB of GPU memory, see --plan)"
+    return f", planned peak {plan.peak(80 * 10**9) / GIB:.1f} GB of GPU memory, see --plan"
 
 
 def check_machine(recipe: Recipe, cuda_available: bool) -> None:
@@ -138,12 +138,19 @@ def check_machine(recipe: Recipe, cuda_available: bool) -> None:
     m, t = recipe.config["model"], recipe.config["trainer"]
     errors = []
     if not cuda_available:
-        if m["dtype"] in ("bfloat16", "float16") or t["bf16"] or t["fp16"]:
+        gpu_only = [f"model.dtype={m['dtype']}"] if m["dtype"] in ("bfloat16", "float16") else []
+        gpu_only += [f"trainer.{key}=true" for key in ("bf16", "fp16") if t[key]]
+        if gpu_only:
+            # Only a built-in model is small enough to suggest running this very recipe in float32 on a CPU.
+            fix = (
+                "set model.dtype=float32 trainer.bf16=false to run it here, or "
+                if m["name_or_path"].startswith("builtin:")
+                else ""
+            )
             errors.append(
-                f"{recipe.name} needs a GPU and this machine has none: it asks for {m['dtype']} weights / "
-                f"bf16={t['bf16']} mixed precision for {m['name_or_path']}{_gpu_need(recipe)}. Run it on a GPU. "
-                "On this CPU, the offline default learns in minutes: accelerate launch recipes/run.py arith_tiny "
-                "(or pass model.dtype=float32 trainer.bf16=false for a CPU smoke test of this recipe)."
+                f"{recipe.name} needs a GPU and this machine has none: {' and '.join(gpu_only)} need{'s' if len(gpu_only) == 1 else ''} one "
+                f"({m['name_or_path']}{_gpu_need(recipe)}). Run it on a GPU; on this CPU, {fix}try the offline "
+                "default, which learns in minutes: accelerate launch recipes/run.py arith_tiny"
             )
         if t["use_vllm"]:
             errors.append(

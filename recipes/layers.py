@@ -67,6 +67,11 @@ def find_recipe(name_or_path: str) -> Path:
             raise RecipeError(f"Recipe file {path} does not exist.")
         return path
     path = RECIPE_DIR / f"{name_or_path}.yaml"
+    if path.is_file() and name_or_path.startswith("_"):
+        raise RecipeError(
+            f"{name_or_path} is a base that recipes build on (base: {name_or_path}), not a recipe to run. "
+            f"Run one of: {', '.join(available())}."
+        )
     if not path.is_file():
         names = available()
         raise RecipeError(

@@ -7,6 +7,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from common.files import usual_permissions
 from stats.records import InputError
 
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
@@ -50,6 +51,7 @@ def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
     os.close(fd)
     try:
         write(tmp)
+        usual_permissions(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

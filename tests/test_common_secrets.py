@@ -30,6 +30,8 @@ def test_redact_hides_every_userinfo_and_keeps_the_rest():
         f"checkpoint.endpoint_url=http://minio:{SECRET}@127.0.0.1:9000",
         f"checkpoint.resume=s3://AKIA:{SECRET}@bucket/runs/checkpoint-4",
         f"data.source=https://hf_{SECRET}@example.com/train.jsonl",
+        f"checkpoint.uri=s3://bucket/run?X-Amz-Signature={SECRET}",
+        f"data.source=https://example.com/train.jsonl?token={SECRET}",
     ],
 )
 def test_a_uri_with_credentials_is_refused_at_load_and_shown_redacted(override):
@@ -38,7 +40,7 @@ def test_a_uri_with_credentials_is_refused_at_load_and_shown_redacted(override):
         load_recipe("gsm8k_tiny", [override])
     message = str(raised.value)
     assert SECRET not in message
-    assert f"{key} carries credentials in its URI" in message and "://***@" in message
+    assert f"{key} carries credentials in its URI" in message and "***" in message
     assert "credentials belong in the environment (AWS_ACCESS_KEY_ID" in message
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 
@@ -39,6 +41,10 @@ def test_the_merged_model_loads_without_peft_and_matches_base_plus_adapter(adapt
     out = export(adapter, tmp_path / "merged")
     assert (out / "config.json").is_file() and not (out / "adapter_config.json").exists()
     assert "merged into" in (out / "README.md").read_text()
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~mask  # shareable, not mkdtemp's 0700
+    assert stat.S_IMODE((out / "model.safetensors").stat().st_mode) == 0o666 & ~mask
     merged = AutoModelForCausalLM.from_pretrained(out)
     assert not hasattr(merged, "peft_config")
     ids = torch.tensor([[1, 5, 9, 13, 17, 21]])

@@ -206,10 +206,17 @@ def test_bf16_without_a_gpu_fails_before_the_model_loads():
         checks.check_environment(recipe, config, cuda_available=False)
     message = str(raised.value)
     assert message.startswith(
-        "gsm8k_llama needs a GPU and this machine has none: it asks for bfloat16 weights"
+        "gsm8k_llama needs a GPU and this machine has none: model.dtype=bfloat16 and trainer.bf16=true need one "
+        "(meta-llama/Llama-3.1-8B-Instruct, planned peak 19.5 GB of GPU memory, see --plan)."
     )
-    assert "(planned peak 19.5 GB of GPU memory, see --plan)" in message
-    assert "accelerate launch recipes/run.py arith_tiny" in message
+    assert (
+        "accelerate launch recipes/run.py arith_tiny" in message and "float32" not in message
+    )  # an 8B on a CPU
+    tiny = load_recipe("gsm8k_tiny", ["model.dtype=bfloat16"])
+    with pytest.raises(
+        RecipeError, match=r"model.dtype=bfloat16 needs one \(builtin:tiny-llama\)\. .*set model.dtype="
+    ):
+        checks.check_environment(tiny, config, cuda_available=False)
     checks.check_environment(recipe, config, cuda_available=True)  # the same recipe is fine on a GPU
 
 
@@ -360,3 +367,10 @@ def test_a_tracker_without_its_package_names_the_extra_to_install(monkeypatch):
         ),
     ]
     load_recipe("gsm8k_tiny", ["trainer.report_to=none"])
+
+
+def test_a_base_is_not_a_recipe_to_run():
+    with pytest.raises(
+        RecipeError, match=r"^_base is a base that recipes build on \(base: _base\), not a recipe"
+    ):
+        load_recipe("_base")

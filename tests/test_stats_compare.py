@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import subprocess
 import sys
 
@@ -182,6 +184,9 @@ def test_plot_is_written_and_shows_each_question(capsys, tmp_path, reference_fil
     code, _, err = _run(capsys, *reference_files, "--plot", plot)
     assert code == 0 and f"wrote {plot}" in err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(plot.stat().st_mode) == 0o666 & ~mask  # as open() would make it, not mkstemp's 0600
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "base.jsonl",
         "cmp.png",
