@@ -73,9 +73,13 @@ class CheckpointPlan:
 
     def release(self) -> None:
         """Free the output folder and the prefix for the next launch (call when the run ends, however it ends)."""
-        for held in (self.lease, self.lock):
-            if held:
-                held.release()
+        _release(self.lease, self.lock)
+
+
+def _release(*held) -> None:
+    for claim in held:
+        if claim is not None:
+            claim.release()
 
 
 class SealCallback(TrainerCallback):
@@ -256,9 +260,7 @@ def prepare_checkpointing(
         except CheckpointError as e:
             outcome = e
         except Exception:
-            for held in (lease, lock):
-                if held:
-                    held.release()
+            _release(lease, lock)
             if distributed:  # the other processes must not wait forever for an answer
                 _broadcast(
                     CheckpointError("The main process failed while preparing checkpoints; see its error.")
@@ -267,9 +269,7 @@ def prepare_checkpointing(
     if distributed:
         outcome = _broadcast(outcome)
     if isinstance(outcome, CheckpointError):
-        for held in (lease, lock):
-            if held:
-                held.release()
+        _release(lease, lock)
         raise outcome
     resume_from, effective_run = outcome
     if is_main:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from callbacks.remote import is_training_state
 from recipes.recipe import Recipe, RecipeError
 
 logger = logging.getLogger(__name__)
@@ -37,8 +38,8 @@ MAY_CHANGE = (
     "checkpoint.run_id",
     "callbacks",
 )
-# Checkpoint files that are not the model: the final adapter folder gets everything else.
-NOT_THE_MODEL = ("manifest.json", "recipe.yaml", "optimizer.pt", "scheduler.pt", "scaler.pt")
+# A checkpoint's own bookkeeping; with its training state (optimizer, RNG), not part of the final adapter folder.
+BOOKKEEPING = ("manifest.json", "recipe.yaml")
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -98,7 +99,7 @@ def keep_final_adapter(checkpoint: Path, output_dir: Path) -> None:
     if (output_dir / "adapter_model.safetensors").is_file():
         return
     for source in sorted(checkpoint.iterdir()):
-        if source.is_file() and source.name not in NOT_THE_MODEL and not source.name.startswith("rng_state"):
+        if source.is_file() and source.name not in BOOKKEEPING and not is_training_state(source.name):
             tmp = output_dir / f".{source.name}.tmp"
             shutil.copy2(source, tmp)
             os.replace(tmp, output_dir / source.name)
