@@ -19,8 +19,8 @@ TAIL_CHARS = 10_000
 MAX_SNIPPET_CHARS = 300
 
 _MINUS = str.maketrans({"\u2212": "-", "\u2012": "-", "\u2013": "-", "\ufe63": "-", "\uff0d": "-"})
-# LaTeX thousands separators between digits: 1{,}080, 1\,080, 1\!080.
-_LATEX_SEPARATOR = re.compile(r"(?<=[0-9])(?:\{,\}|\\,|\\!)(?=[0-9])")
+# LaTeX thousands separators between digits: 1{,}080, 1\,080, 1\!080, 10,\!080.
+_LATEX_SEPARATOR = re.compile(r"(?<=[0-9])(?:\{,\}|,?\s*\\[,!]\s*)(?=[0-9])")
 
 _NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][-+]?[0-9]{1,3}(?![0-9]))?"
 # A number not glued to a word or a decimal point on its left ("Step2", "1.2.3").
@@ -44,10 +44,13 @@ _TEXT_COMMAND = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operator
 # Wrappers that never change an answer's value: math delimiters, currency, percent, markdown bold.
 _DROP = re.compile(r"\\left|\\right|\\displaystyle|\\[$%]|\\[()\[\]]|[$%]|\*\*")
 # Unit words after a number or a closing brace: "18 dollars", "\frac{1}{2} cup", "3/4 of the cake".
-_UNIT_TAIL = re.compile(r"(?<=[0-9}])\s*[A-Za-z][A-Za-z .'/-]{0,40}$")
+# One letter counts as a unit only after a space: "1+2i" and "2k" are values, "5 m" is five metres.
+_UNIT_TAIL = re.compile(r"(?<=[0-9}])(?:\s+[A-Za-z]|\s*[A-Za-z]{2})[A-Za-z .'/-]{0,40}$")
 _SYMBOLIC = re.compile(r"\\[dt]?frac|\\sqrt|\\pi|[0-9)}]\s*/\s*[0-9({]|\^")
 _WORD = re.compile(r"[A-Za-z]{3,}")
-_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+")
+# The left side of an equation, not of an assignment: a coefficient times a variable ("5x - 7y + 4 = 0").
+_EQUATION = re.compile(r"[0-9][A-Za-z]\b")
+_LATEX_COMMAND = re.compile(r"\\(?:begin|end)\s*\{[A-Za-z*]*\}|\\[A-Za-z]+")  # \begin{pmatrix} is markup
 
 
 def clean(text: str) -> str:
@@ -130,7 +133,7 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     for _ in range(3):  # \text{\textbf{18}}: unwrap a few levels, bounded
         text = _TEXT_COMMAND.sub(r" \1 ", text)
     text = _DROP.sub("", text).strip().strip("*_:").strip()
-    if "=" in text:
+    if "=" in text and not _EQUATION.search(text.rsplit("=", 1)[0]):  # "x = 18", not "5x - 7y + 4 = 0"
         text = text.rsplit("=", 1)[1]
     head = _UNIT_TAIL.sub("", text).strip().rstrip(".").strip()
     # "17-19 apples" is a range; "6 - 5i" (a single-letter tail: a variable, the imaginary unit) is a value.
@@ -143,5 +146,54 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
         return " ".join(head.split())
     if strict:
         return None
-    first = NUMBER.search(text)
+    if head and not _WORD.search(_LATEX_COMMAND.sub("", head)) and head.count("{") == head.count("}"):
+        return " ".join(head.split())  # "(3, 4]", "6 - 5i", "p - q": an answer, though not a number
+    first = NUMBER.search(text)  # a sentence: "She has 18 apples left"
     return canonical_number(first.group()) if first else None
+
+
+# A LaTeX answer's wrappers: math delimiters and markdown bold (``\$`` money signs are left to math-verify).
+_LATEX_DROP = re.compile(r"\\displaystyle|(?<!\\)\$|\\[()\[\]]|\*\*")
+# Math segments inside prose: "so the answer is $x^2 + 1$, as claimed".
+_MATH_SEGMENT = re.compile(r"\$\$?([^$]+)\$\$?|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
+_TEXT_BODY = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{[^{}]*\}")
+# Unit words after a value: "\frac{1}{2} cup" (two letters at least: "6 - 5i" keeps its i).
+_LATEX_UNIT_TAIL = re.compile(r"(?<=[0-9}])\s*[A-Za-z]{2,}[A-Za-z .'/-]{0,40}$")
+
+
+def _prose_words(text: str) -> int:
+    """Words of three letters or more outside ``\\text{...}`` and LaTeX commands."""
+    return len(_WORD.findall(_LATEX_COMMAND.sub(" ", _TEXT_BODY.sub(" ", text))))
+
+
+def hedges(answer: str) -> frozenset[str]:
+    """The ways an answer names several values: ``pm`` (``\\pm``, ``\\mp``) and ``or`` ("17 or 18")."""
+    return frozenset(name for name, rule in (("pm", _PLUS_MINUS), ("or", _OR)) if rule.search(answer))
+
+
+def latex_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
+    r"""The LaTeX answer in a short snippet, for comparison with a LaTeX gold answer by math-verify.
+
+    Math delimiters, markdown bold, a trailing period and unit words go; the rest is left to math-verify.
+    A snippet of prose yields its last math segment; without one, the first number (or None when
+    ``strict``).
+
+    >>> [latex_from_snippet(s) for s in [r"$\left( 3, \frac{\pi}{2} \right)$.", r"\text{Evelyn}", r"\frac12 cup"]]
+    ['\\left( 3, \\frac{\\pi}{2} \\right)', '\\text{Evelyn}', '\\frac12']
+    >>> latex_from_snippet("so the final value is $x^2 + 1$, as claimed"), latex_from_snippet("Step 2: add", strict=True)
+    ('x^2 + 1', None)
+    """
+    text = clean(snippet[:MAX_SNIPPET_CHARS])
+    text = next((body for _, body in boxed_spans(text)), text)
+    if _prose_words(text) >= 2:
+        segments = [next(filter(None, m.groups())) for m in _MATH_SEGMENT.finditer(text)]
+        if segments:
+            text = segments[-1]
+        elif strict:
+            return None
+        else:
+            first = NUMBER.search(text)
+            return canonical_number(first.group()) if first else None
+    text = _LATEX_DROP.sub("", text).strip().strip("*_:").strip().rstrip(".,;").strip()
+    text = _LATEX_UNIT_TAIL.sub("", text).strip()
+    return text or None

@@ -1,11 +1,13 @@
-"""Symbolic answers (``\\frac{1}{2}``, ``\\dfrac12``, ``3/4``) compared through math-verify, in bounded time.
+"""Answers compared as math-verify compares them, in bounded time on any thread.
 
-math-verify bounds its own work with ``signal.alarm``, which only works on the main thread: elsewhere
-(an async reward on TRL's event-loop thread, a thread pool) we pass ``None`` as its timeouts. The real
-bound is ours and holds on every thread: only short expressions built from small numbers, arithmetic,
-``\\frac``/``\\sqrt``/``\\pi`` and at most one one-digit exponent ever reach sympy (see ``is_cheap``).
-A signal cannot interrupt a C-level big-integer power anyway, so ``\\boxed{9^{9^{9^9}}}`` must never
-reach sympy at all.
+Two paths, the same verdicts. An answer that ``is_cheap`` (short, small numbers, arithmetic, ``\\frac``,
+``\\sqrt``, ``\\pi``: what GSM8K-style answers are) is parsed and compared here: sympy settles it in
+milliseconds, so no timeout is needed on any thread. Anything else (MATH's intervals, matrices, polynomials,
+``\\text{...}`` answers) goes to the grader process (``rewards._verifier``), which runs math-verify with its
+own timeouts on its main thread while the asking thread waits a bounded time.
+
+Before any sympy comparison, fingerprints (``rewards._fingerprint``) settle the pairs that surely differ:
+most wrong answers, at a fraction of math-verify's cost.
 """
 
 from __future__ import annotations
@@ -13,9 +15,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections import OrderedDict
+from functools import lru_cache
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
+
+from rewards._fingerprint import fingerprint, surely_different
+from rewards._verifier import CLIENT, REQUEST_TIMEOUT_S, GraderTimeout
 
 MAX_SYMBOLIC_CHARS = 48
 _MAX_DIGITS = 15
@@ -28,9 +35,14 @@ _COMMAND = re.compile(r"\\([A-Za-z]+)")
 _ALLOWED_REST = re.compile(r"[0-9{}()\[\]+\-*/^., ]*")
 _LONG_DIGIT_RUN = re.compile(rf"[0-9]{{{_MAX_DIGITS + 1},}}")
 _LONG_ROOT_DIGIT_RUN = re.compile(rf"[0-9]{{{_MAX_ROOT_DIGITS + 1},}}")
+# A power in an exponent (9^{9^9}, 2^2^2): a number of hundreds of millions of digits at best.
+_TOWER = re.compile(r"\^\s*(?:\{[^{}]*\^|[0-9A-Za-z]\s*\^)")
 _SMALL_POWER = re.compile(r"\^(?:[0-9]|\{-?[0-9]\})")
 _EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())
-_MAIN_THREAD_TIMEOUT_S = 1
+# math-verify's own bound per parse and per comparison on a main thread: 1 s here, 3 s in the grader process.
+MAIN_THREAD_TIMEOUT_S = {"here": 1, "grader process": 3}
+_where = "here"
+_CACHE_SIZE = 4096
 logger = logging.getLogger(__name__)
 
 
@@ -86,20 +98,89 @@ def is_cheap(expression: str) -> bool:
     return powers == 0 or (powers == 1 and _SMALL_POWER.search(expression) is not None)
 
 
-def equivalent(gold: str, pred: str) -> bool:
-    """Whether two answers are mathematically equal per math-verify; False when either is not cheap.
+def _seconds() -> int | None:
+    """math-verify's timeout: signal.alarm works on a main thread only (elsewhere is_cheap is the bound)."""
+    return MAIN_THREAD_TIMEOUT_S[_where] if threading.current_thread() is threading.main_thread() else None
 
-    >>> equivalent("0.5", r"\\frac{1}{2}"), equivalent("18", r"\\dfrac{36}{2}"), equivalent("3", "2^9")
-    (True, True, False)
-    """
-    if not (is_cheap(gold) and is_cheap(pred)):
-        return False
-    on_main = threading.current_thread() is threading.main_thread()
-    seconds = _MAIN_THREAD_TIMEOUT_S if on_main else None
+
+def become_grader_process() -> None:
+    """Called by the grader process: its work is not known to be cheap, so math-verify's timeouts are longer."""
+    global _where
+    _where = "grader process"
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _parse(latex: str) -> list:
+    return parse(f"${latex}$", extraction_config=_EXTRACTION, parsing_timeout=_seconds())
+
+
+def _verify(gold: list, pred: list) -> bool:
+    return bool(gold and pred and verify(gold, pred, timeout_seconds=_seconds()))
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def fingerprint_here(latex: str):
+    """``latex``'s fingerprint, computed in this process (the grader process, or here for cheap answers)."""
+    return fingerprint(_parse(latex))
+
+
+def compare_here(gold: str, pred: str) -> bool:
+    """math-verify's verdict, computed in this process; False when either side does not parse."""
     try:
-        gold_parsed = parse(f"${gold}$", extraction_config=_EXTRACTION, parsing_timeout=seconds)
-        pred_parsed = parse(f"${pred}$", extraction_config=_EXTRACTION, parsing_timeout=seconds)
-        return bool(gold_parsed and pred_parsed and verify(gold_parsed, pred_parsed, timeout_seconds=seconds))
-    except (Exception, TimeoutException):  # model output must never crash training: log it, grade as wrong
+        return _verify(_parse(gold), _parse(pred))
+    except TimeoutException:  # not an Exception subclass
+        return False
+
+
+# Remote fingerprints, newest last; _FAILED marks an answer the grader process could not settle in time.
+_remote_prints: OrderedDict[str, object] = OrderedDict()
+_remote_lock = threading.Lock()
+_FAILED = object()
+
+
+def _print(latex: str):
+    if is_cheap(latex):
+        return fingerprint_here(latex)
+    with _remote_lock:
+        if latex in _remote_prints:
+            _remote_prints.move_to_end(latex)
+            return _remote_prints[latex]
+    try:
+        value = CLIENT.request("fingerprint", latex)
+    except GraderTimeout:
+        logger.warning("Grading %r took over %d s; it counts as no match.", latex[:80], REQUEST_TIMEOUT_S)
+        value = _FAILED
+    with _remote_lock:
+        _remote_prints[latex] = value
+        if len(_remote_prints) > _CACHE_SIZE:
+            _remote_prints.popitem(last=False)
+    return value
+
+
+def equivalent(gold: str, pred: str, *, cheap_only: bool = False) -> bool:
+    r"""Whether two answers are mathematically equal per math-verify; never raises, bounded in time.
+
+    >>> equivalent("0.5", r"\frac{1}{2}"), equivalent("18", r"\dfrac{36}{2}"), equivalent("3", "2^9")
+    (True, True, False)
+    >>> equivalent(r"(-\infty, 1) \cup (2, \infty)", r"(-\infty,1)\cup(2,\infty)"), equivalent("[-2, 7]", "(-2, 7)")
+    (True, False)
+    """
+    if cheap_only and not (is_cheap(gold) and is_cheap(pred)):
+        return False  # a number's equal is cheap to write; anything else is not worth the grader process
+    if _TOWER.search(gold) or _TOWER.search(pred):
+        return False  # 9^{9^{9^9}}: no process can evaluate it, so no process is asked to
+    try:
+        gold_print, pred_print = _print(gold), _print(pred)
+        if gold_print is _FAILED or pred_print is _FAILED or surely_different(gold_print, pred_print):
+            return False
+        if is_cheap(gold) and is_cheap(pred):
+            return compare_here(gold, pred)
+        return CLIENT.request("compare", gold, pred)
+    except GraderTimeout:
+        logger.warning(
+            "Comparing %r with %r took over %d s; no match.", pred[:80], gold[:80], REQUEST_TIMEOUT_S
+        )
+        return False
+    except Exception:  # model output must never crash training: log it, grade as wrong
         logger.debug("math-verify failed on gold %r, prediction %r", gold, pred, exc_info=True)
         return False

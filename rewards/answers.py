@@ -17,6 +17,12 @@ Numbers are normalised before comparison: thousands separators (``1,080``, ``1{,
 (``18.0 == 18``), scientific notation (``1.8e1 == 18``). Plain numbers compare exactly as canonical decimal strings; anything symbolic
 (``\frac{1}{2}``, ``\dfrac12``, ``3/4``) goes through math-verify, bounded in time on any thread.
 
+A gold that is not a number (MATH's ``\frac{3}{56}``, ``90^\circ``, ``[-2, 7]``, ``1 \pm \sqrt{19}``,
+``\text{Evelyn}``, matrices, polynomials) is a LaTeX gold: the completion's answer is read as LaTeX by the
+same rules and math-verify decides equivalence (``rewards._symbolic``: bounded in time on any thread, and
+most unequal pairs settled by numeric fingerprints without sympy). Every MATH-500 reference solution grades
+correct against its own answer and wrong against every other answer math-verify finds different.
+
 Only the last ``TAIL_CHARS`` characters of a text are read, so grading a runaway 1 MB completion costs
 the same as a normal one, and no function here raises on any model output.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import NamedTuple
 
@@ -41,7 +47,9 @@ from rewards._parsing import (
     boxed_spans,
     canonical_number,
     clean,
+    hedges,
     is_canonical_number,
+    latex_from_snippet,
     tail,
 )
 from rewards._symbolic import equivalent
@@ -50,14 +58,18 @@ __all__ = [
     "DEFAULT_PRECEDENCE",
     "TAIL_CHARS",
     "Found",
+    "Gold",
+    "Graded",
     "answers_match",
     "check_precedence",
     "extract_answer",
     "find_answer",
     "format_ok",
     "gold_answer",
+    "grade",
     "is_correct",
     "lenient_correct",
+    "read_gold",
     "strict_correct",
 ]
 
@@ -67,6 +79,9 @@ _MAX_CANDIDATES = 8
 _OPEN_TAG = re.compile(r"<answer>", re.IGNORECASE)
 _CLOSE_TAG = re.compile(r"</answer>", re.IGNORECASE)
 _PHRASE = re.compile(r"\banswer\b[\s*_]{0,4}(?:is\b|:|=)", re.IGNORECASE)
+
+
+Reader = Callable[..., "str | None"]  # answer_from_snippet (numbers) or latex_from_snippet (LaTeX golds)
 
 
 class Found(NamedTuple):
@@ -81,44 +96,45 @@ def _last(matches: Iterator[re.Match]) -> list[re.Match]:
     return list(matches)[::-1][:_MAX_CANDIDATES]
 
 
-def _from_boxed(text: str) -> tuple[int, str] | None:
+def _from_boxed(text: str, read: Reader) -> tuple[int, str] | None:
     for start, body in islice(boxed_spans(text), _MAX_CANDIDATES):
-        answer = answer_from_snippet(body)
+        # A boxed answer is final even when it is not a number (\boxed{\text{east}}): it never falls through.
+        answer = read(body) or latex_from_snippet(body)
         if answer is not None:
             return start, answer
     return None
 
 
-def _from_hash(text: str) -> tuple[int, str] | None:
+def _from_hash(text: str, read: Reader) -> tuple[int, str] | None:
     for match in _last(HASH_LINE.finditer(text)):
-        answer = answer_from_snippet(match.group(1), strict=True)
+        answer = read(match.group(1), strict=True)
         if answer is not None:
             return match.start(), answer
     return None
 
 
-def _from_answer_tag(text: str) -> tuple[int, str] | None:
+def _from_answer_tag(text: str, read: Reader) -> tuple[int, str] | None:
     for opening in _last(_OPEN_TAG.finditer(text)):
         closing = _CLOSE_TAG.search(text, opening.end())
         body = text[opening.end() : closing.start() if closing else len(text)]
-        answer = answer_from_snippet(body)
+        answer = read(body)
         if answer is not None:
             return opening.start(), answer
     return None
 
 
-def _from_phrase(text: str) -> tuple[int, str] | None:
+def _from_phrase(text: str, read: Reader) -> tuple[int, str] | None:
     for match in _last(_PHRASE.finditer(text)):
         line, _, after = text[match.end() : match.end() + MAX_SNIPPET_CHARS].partition("\n")
         if not line.strip(" \t*_:"):  # "The answer is:\n\n18"
             line = next((candidate for candidate in after.split("\n") if candidate.strip()), "")
-        answer = answer_from_snippet(line)
+        answer = read(line)
         if answer is not None:
             return match.start(), answer
     return None
 
 
-def _from_last_number(text: str) -> tuple[int, str] | None:
+def _from_last_number(text: str, read: Reader) -> tuple[int, str] | None:
     last = deque(NUMBER.finditer(text), maxlen=1)
     return (last[0].start(), canonical_number(last[0].group())) if last else None
 
@@ -153,17 +169,25 @@ def check_precedence(precedence: Sequence[str]) -> tuple[str, ...]:
     return rules
 
 
-def find_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> Found | None:
+def find_answer(
+    text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE, *, latex: bool = False
+) -> Found | None:
     r"""Locate the final answer of ``text``: its normalised value, where it starts, which rule found it.
+
+    ``latex=True`` reads the answer as LaTeX for math-verify (for a gold answer such as ``[-2, 7]``)
+    instead of normalising it to a number.
 
     >>> find_answer("So 9 * 2 = 18.\n#### 18")
     Found(answer='18', start=15, rule='hash')
+    >>> find_answer(r"so $x \in \boxed{[-2, 7]}$", latex=True).answer
+    '[-2, 7]'
     """
     rules = precedence if precedence is DEFAULT_PRECEDENCE else check_precedence(precedence)
+    read = latex_from_snippet if latex else answer_from_snippet
     offset, body = tail(text)
     body = clean(body)
     for rule in rules:
-        hit = _RULES[rule](body)
+        hit = _RULES[rule](body, read)
         if hit is not None:  # a hedged final answer ("17 or 18") is no answer, not a cue to look elsewhere
             return None if hit[1] == HEDGED else Found(answer=hit[1], start=offset + hit[0], rule=rule)
     return None
@@ -190,37 +214,98 @@ def extract_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) ->
     return found.answer if found else None
 
 
-def gold_answer(gold: str | float) -> str:
-    """The normalised gold answer, from GSM8K's form ("... #### 1,080") or a plain one ("1080").
+# Gold values that stand for a missing answer in hand-made data: a data error, not an answer to compare with.
+_PLACEHOLDERS = frozenset({"n/a", "na", "none", "null", "nan", "?", "-", "tbd", "unknown"})
+
+
+class Gold(NamedTuple):
+    """A gold answer, read once: how completions are compared with it."""
+
+    answer: str  # a canonical number ("1080") or a LaTeX answer ("\\left( 3, \\frac{\\pi}{2} \\right)")
+    latex: bool  # compared whole by math-verify (MATH) rather than as a number (GSM8K)
+
+
+def read_gold(gold: str | float | Gold) -> Gold:
+    r"""A gold answer as the grader compares it.
+
+    A number (``18``, ``1,080``, GSM8K's ``... #### 1,080``, ``5\text{ cm}``) is compared as a number,
+    exactly; anything else (``\frac{3}{56}``, ``90^\circ``, ``[-2, 7]``, ``1 \pm \sqrt{19}``,
+    ``\text{Evelyn}``) is a LaTeX answer that math-verify compares with the completion's.
 
     Raises:
-        ValueError: The gold holds no number or expression (a data error, never a model's).
+        ValueError: The gold holds no answer (a data error, never a model's).
         TypeError: The gold is neither a string nor a number.
+
+    >>> read_gold("She sells 9 * 2 = 18.\n#### 1,080"), read_gold(r"\$18.90")
+    (Gold(answer='1080', latex=False), Gold(answer='18.9', latex=False))
+    >>> read_gold(r"\left[ -2, 7 \right]"), read_gold(r"6 - 5i")
+    (Gold(answer='\\left[ -2, 7 \\right]', latex=True), Gold(answer='6 - 5i', latex=True))
+    """
+    if isinstance(gold, Gold):
+        return gold
+    if isinstance(gold, bool) or not isinstance(gold, (str, int, float)):
+        raise TypeError(f"gold answer must be a string or a number, got {type(gold).__name__} {gold!r}.")
+    text = str(gold)
+    _, marker, after = text.rpartition("####")
+    if marker:  # GSM8K's solution form: the number after the last ####, as it always was
+        answer = answer_from_snippet(after)
+    else:
+        number = answer_from_snippet(text, strict=True)
+        answer = number if number and is_canonical_number(number) else latex_from_snippet(text)
+    if answer is None or (answer == HEDGED and marker) or answer.lower() in _PLACEHOLDERS:
+        raise ValueError(
+            f"gold answer {text[-200:]!r} holds no number or expression; expected a plain answer "
+            r"such as '42', a LaTeX answer such as '\frac{3}{4}', or GSM8K's solution form '... #### 42'."
+        )
+    return Gold(answer, latex=not is_canonical_number(answer) and not marker)
+
+
+def gold_answer(gold: str | float) -> str:
+    """The normalised gold answer (see ``read_gold``).
 
     >>> gold_answer("She sells 9 * 2 = 18.\\n#### 1,080"), gold_answer("18.0"), gold_answer(-3)
     ('1080', '18', '-3')
     """
-    if isinstance(gold, bool) or not isinstance(gold, (str, int, float)):
-        raise TypeError(f"gold answer must be a string or a number, got {type(gold).__name__} {gold!r}.")
-    _, marker, after = str(gold).rpartition("####")
-    answer = answer_from_snippet(after if marker else str(gold))
-    if answer is None:
-        raise ValueError(
-            f"gold answer {str(gold)[-200:]!r} holds no number or expression; expected a plain answer "
-            "such as '42' or GSM8K's solution form '... #### 42'."
-        )
-    return answer
+    return read_gold(gold).answer
 
 
-def answers_match(pred: str, gold: str) -> bool:
+def answers_match(pred: str, gold: str, *, latex: bool = False) -> bool:
     r"""Whether two normalised answers (from ``extract_answer``/``gold_answer``) are equal.
+
+    A number equals only a number or a short expression (``\frac{36}{2}``); ``latex=True`` (a LaTeX gold)
+    lets math-verify compare anything.
 
     >>> answers_match("18", "18"), answers_match(r"\frac{1}{2}", "0.5"), answers_match("18", "1.8")
     (True, True, False)
     """
     if is_canonical_number(pred) and is_canonical_number(gold):
         return pred == gold
-    return equivalent(gold, pred)
+    return equivalent(gold, pred, cheap_only=not latex)
+
+
+class Graded(NamedTuple):
+    """A completion graded against a gold answer."""
+
+    found: Found | None  # the final answer located (None: no answer, or a hedged one)
+    correct: bool
+
+
+def grade(text: str, gold: str | float | Gold, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> Graded:
+    r"""Locate a completion's final answer and compare it with the gold answer.
+
+    A hedged answer (``x = 1 \pm \sqrt{19}``, "3 or 4") is no answer, unless the gold itself is hedged
+    the same way: MATH's ``1 \pm \sqrt{19}`` is one answer naming two values.
+
+    >>> grade(r"So $r = \boxed{(3, \tfrac{\pi}{2})}$.", r"\left( 3, \frac{\pi}{2} \right)").correct
+    True
+    >>> grade(r"$x = \boxed{1 \pm \sqrt{19}}$", r"1 \pm \sqrt{19}").correct, grade(r"\boxed{18 \pm 1}", "18").found
+    (True, None)
+    """
+    gold = read_gold(gold)
+    found = find_answer(text, precedence, latex=gold.latex)
+    if found is None or (gold.latex and hedges(found.answer) - hedges(gold.answer)):
+        return Graded(None, False)
+    return Graded(found, answers_match(found.answer, gold.answer, latex=gold.latex))
 
 
 def is_correct(text: str, gold: str | float, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> bool:
@@ -228,20 +313,18 @@ def is_correct(text: str, gold: str | float, precedence: Sequence[str] = DEFAULT
 
     Args:
         text: A model completion (any string; never raises on it).
-        gold: The gold answer, plain ("1080") or GSM8K's solution form ("... #### 1,080").
+        gold: The gold answer: plain ("1080"), GSM8K's solution form ("... #### 1,080") or LaTeX ("[-2, 7]").
         precedence: Rule order, see the module docstring.
 
     Raises:
-        ValueError: The gold holds no answer (see ``gold_answer``).
+        ValueError: The gold holds no answer (see ``read_gold``).
 
     >>> is_correct(r"Janet makes \(\boxed{18}\) dollars.", "#### 18")
     True
-    >>> is_correct("The answer is 18.5", "18")
-    False
+    >>> is_correct("The answer is 18.5", "18"), is_correct(r"\boxed{\text{(C)}}", "C")
+    (False, True)
     """
-    gold = gold_answer(gold)
-    found = find_answer(text, precedence)
-    return found is not None and answers_match(found.answer, gold)
+    return grade(text, gold, precedence).correct
 
 
 def format_ok(text: str, style: str | None = None) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from rewards._args import batch_column, check_int, check_number, completion_text
-from rewards.answers import DEFAULT_PRECEDENCE, answers_match, check_precedence, find_answer, gold_answer
+from rewards.answers import DEFAULT_PRECEDENCE, check_precedence, grade, read_gold
 
 GATES = ("completion", "reasoning")
 
@@ -126,13 +126,13 @@ class Correctness:
         golds = batch_column(
             "correctness", "gold", gold, size, f"add a `gold` dataset column; got columns {sorted(kwargs)}."
         )
-        gold_answers = {value: gold_answer(value) for value in set(map(str, golds))}
+        gold_answers = {value: read_gold(value) for value in set(map(str, golds))}
         rewards, answers, correct_lengths = [], [], []
         for completion, ids, gold_value in zip(completions, completion_ids, golds):
             text = completion_text(completion)
-            found = find_answer(text, self.precedence)
+            found, correct = grade(text, gold_answers[str(gold_value)], self.precedence)
             answers.append(found.answer if found else None)
-            if found is None or not answers_match(found.answer, gold_answers[str(gold_value)]):
+            if not correct:
                 rewards.append(0.0)
                 continue
             n_tokens = len(ids)

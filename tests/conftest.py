@@ -32,6 +32,17 @@ def gsm8k_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def math_dir() -> Path:
+    """The MATH JSONL folder (``$MATH_DATA_DIR``, default ``../shared/data/math``): MATH-500 and a train sample."""
+    folder = Path(os.environ.get("MATH_DATA_DIR", REPO.parent / "shared" / "data" / "math"))
+    if not (folder / "math500_test.jsonl").is_file():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"MATH data missing at {folder}: CI must provide ../shared/data/math or MATH_DATA_DIR")
+        pytest.skip(f"MATH data not found at {folder}; set MATH_DATA_DIR to the folder holding math500_test.jsonl")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """Folder of the built-in tiny Llama (built once per cache)."""
     from recipes.builtin import resolve_builtin

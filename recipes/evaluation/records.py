@@ -118,17 +118,18 @@ def append_records(handle, records: list[dict]) -> None:
 
 def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
     """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings."""
-    from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
+    from rewards.answers import format_ok, grade, lenient_correct, strict_correct
 
     text = completion.text
+    graded = grade(text, row["gold"])
     return {
         "id": row["id"],
         "sample": sample,
-        "correct": is_correct(text, row["gold"]),
+        "correct": graded.correct,
         "correct_strict": strict_correct(text, row["gold"], style),
         "correct_lenient": lenient_correct(text, row["gold"]),
         "format_ok": format_ok(text, style),
-        "pred": extract_answer(text),
+        "pred": graded.found.answer if graded.found else None,
         "gold": row["gold"],
         "n_tokens": completion.n_tokens,
         "question": row["question"],
