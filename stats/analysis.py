@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from stats import independent, paired
 from stats.paired import TestResult
 from stats.power import PowerSummary, paired_power
 from stats.records import ModelRecords, Pairing, describe_samples
+
+if TYPE_CHECKING:  # stats.groups builds on compare_models below
+    from stats.groups import GroupBreakdown
 
 PRIMARY_TEST = "sign_flip"
 PRIMARY_REASON = (
@@ -52,6 +56,7 @@ class Comparison:
         tests: Test name -> result (None when not applicable).
         power: Effect size and power summary.
         pairing: Which questions were paired or dropped.
+        groups: The same comparison per subject and per level, when the records carry them (`stats.groups`).
     """
 
     baseline: ModelSummary
@@ -63,6 +68,7 @@ class Comparison:
     tests: dict[str, TestResult | None]
     power: PowerSummary
     pairing: Pairing
+    groups: GroupBreakdown | None = None
 
     @property
     def improved(self) -> int:

@@ -3,7 +3,8 @@
     python -m stats.compare BASELINE.jsonl TUNED.jsonl [--intersect] [--json] [--plot FILE.png]
         [--swaps FILE.md] [--examples 3] [--seed 0] [--resamples 100000]
 
-Input: the JSONL records of ``recipes/evaluate.py`` (one graded sample per line). Exit status 0 on success,
+Input: the JSONL records of ``recipes/evaluate.py`` (one graded sample per line). Records that carry
+``subject`` and ``level`` (MATH) also get the comparison per subject and per level. Exit status 0 on success,
 2 on bad input or arguments (with a message, never a traceback), 1 when an output file cannot be written.
 """
 
@@ -11,14 +12,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from stats._io import IMAGE_SUFFIXES, check_output_path
 from stats.analysis import compare_models
-from stats.records import InputError, load_records, pair_questions
+from stats.groups import compare_groups, group_labels
+from stats.records import InputError, load_records, pair_questions, uneven_samples_warning
 from stats.report import format_text, to_json
 from stats.swaps import write_swaps
+
+logger = logging.getLogger("stats.compare")
 
 
 def _positive(text: str) -> int:
@@ -97,10 +103,13 @@ def compare(
         resamples: Random sign assignments when exact enumeration is too large.
 
     Returns:
-        The comparison (``stats.analysis.Comparison``): ``format_text`` and ``to_json`` render it.
+        The comparison (``stats.analysis.Comparison``): ``format_text`` and ``to_json`` render it. Its
+        ``groups`` holds the per-subject and per-level comparisons when the records carry those keys.
+        Questions with fewer samples than others in one file are logged as a warning ("stats.compare").
 
     Raises:
-        InputError: Bad files or output paths, found before anything is computed or written.
+        InputError: Bad files or output paths, or a question whose subject or level differs between its
+            samples or the two files; found before anything is computed or written.
         OSError: An output file could not be written.
     """
     inputs = (baseline, tuned)
@@ -108,7 +117,16 @@ def compare(
     swaps = check_output_path(str(swaps), "--swaps", (".md",), inputs) if swaps else None
     baseline_records, tuned_records = load_records(str(baseline)), load_records(str(tuned))
     pairing = pair_questions(baseline_records, tuned_records, intersect=intersect)
+    labels, skipped = group_labels(baseline_records, tuned_records, pairing.ids)
+    for model in (baseline_records, tuned_records):
+        if warning := uneven_samples_warning(model, pairing.ids):
+            logger.warning(warning)
     comparison = compare_models(baseline_records, tuned_records, pairing, seed=seed, resamples=resamples)
+    if labels or skipped:
+        breakdown = compare_groups(
+            baseline_records, tuned_records, labels, skipped, seed=seed, resamples=resamples
+        )
+        comparison = replace(comparison, groups=breakdown)
     if plot:
         from stats.plots import plot_comparison  # matplotlib loads only when a plot is asked for
 
@@ -121,6 +139,8 @@ def compare(
 def main(argv: list[str] | None = None) -> int:
     """Run the comparison; returns the exit status."""
     args = build_parser().parse_args(argv)
+    # Warnings go to stderr, so stdout stays the report (or the JSON) alone.
+    logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
     outputs = {"plot": args.plot, "swaps": args.swaps}
     try:
         comparison = compare(

@@ -1,4 +1,5 @@
-"""The comparison figure: both accuracies with 95% intervals, and the per-question differences."""
+"""The comparison figure: both accuracies with 95% intervals, the per-question differences and, for records that
+carry subject or level, a forest plot of the paired difference per group."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from matplotlib.figure import Figure
 
 from stats._io import save_figure_atomic
 from stats.analysis import PRIMARY_TEST, Comparison
+from stats.groups import GroupBreakdown
 from stats.report import format_p
 
 _COLORS = {"improved": "tab:green", "regressed": "tab:red", "unchanged": "tab:gray"}
@@ -63,11 +65,53 @@ def _difference_panel(ax, c: Comparison) -> None:
     ax.legend(loc="upper left", fontsize=8)
 
 
+def _forest_panel(ax, b: GroupBreakdown, overall: float) -> None:
+    """One row per group: the difference with its 95% interval; a blank row between subjects and levels."""
+    rows, y = [], 0
+    for key in ("subject", "level"):
+        groups = b.by(key)
+        if rows and groups:
+            y += 1
+        for g in groups:
+            rows.append((y, g))
+            y += 1
+    for y, g in rows:
+        diff, ci = 100 * g.comparison.difference, g.comparison.difference_ci95
+        if ci is None:  # too few questions or no spread: the point alone, hollow
+            ax.plot([diff], [y], "o", mfc="white", color="tab:gray")
+        else:
+            lo, hi = 100 * ci[0], 100 * ci[1]
+            color = "tab:green" if lo > 0 else "tab:red" if hi < 0 else "tab:gray"
+            ax.errorbar([diff], [y], xerr=[[diff - lo], [hi - diff]], fmt="o", capsize=4, color=color)
+        p = f"p_holm {format_p(g.p_holm)}" if g.p_value is not None else "no p-value"
+        ax.annotate(p, (1.01, y), xycoords=("axes fraction", "data"), va="center", fontsize=8)
+    ax.set_yticks([y for y, _ in rows], [f"{g.label} (n={g.questions})" for _, g in rows])
+    ax.set_ylim(rows[-1][0] + 0.5, -0.5)  # first group on top
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.axvline(100 * overall, color="tab:blue", linestyle="--", label=f"overall {100 * overall:+.1f} points")
+    ax.set_xlabel("tuned - baseline accuracy (points), 95% CI over the group's questions")
+    ax.set_title(
+        f"Per group: paired difference; p_holm = {PRIMARY_TEST} p, Holm-adjusted over {b.corrected} groups",
+        fontsize=10,
+    )
+    ax.legend(loc="best", fontsize=8)
+
+
 def draw_comparison(c: Comparison) -> Figure:
-    """The comparison figure: accuracies with 95% CIs (left), per-question differences (right)."""
-    fig = Figure(figsize=(11, 4.5))
-    FigureCanvasAgg(fig)
-    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2.2]})
+    """The comparison figure: accuracies with 95% CIs (left), per-question differences (right) and, when the
+    comparison has per-group results, their forest plot below both."""
+    rows = 0 if c.groups is None else len(c.groups.results)
+    if not rows:
+        fig = Figure(figsize=(11, 4.5))
+        FigureCanvasAgg(fig)
+        left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2.2]})
+    else:
+        forest_height = 1.2 + 0.3 * (rows + 1)
+        fig = Figure(figsize=(11, 4.5 + forest_height))
+        FigureCanvasAgg(fig)
+        grid = fig.add_gridspec(2, 2, width_ratios=[1, 2.2], height_ratios=[4.5, forest_height])
+        left, right = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+        _forest_panel(fig.add_subplot(grid[1, :]), c.groups, c.difference)
     _accuracy_panel(left, c)
     _difference_panel(right, c)
     fig.tight_layout()

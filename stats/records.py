@@ -1,14 +1,15 @@
 """Load and validate evaluation records (JSONL, one graded sample per line) and pair two models by question.
 
 The record schema is DESIGN.md section 4: required ``id`` (str), ``sample`` (int >= 0) and ``correct`` (bool);
-every other key is optional and passed through untouched.
+optional ``subject`` (non-empty str) and ``level`` (int 1-5, or null when unknown), used by `stats.groups`, are
+type-checked here; every other key is optional and passed through untouched.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import UserError
@@ -31,11 +32,13 @@ class ModelRecords:
         path: The file the records came from.
         records: Every record in file order (dicts with at least ``id``, ``sample``, ``correct``).
         counts: Question id -> (correct samples, total samples).
+        lines: The file line of each record, aligned with ``records`` (for error messages).
     """
 
     path: Path
     records: list[dict]
     counts: dict[str, tuple[int, int]]
+    lines: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,17 @@ def _check_record(obj: object, where: str) -> str | None:
         return f'{where}: "sample" must be an integer >= 0 (the sample index 0..k-1), got {sample!r}.'
     if not isinstance(obj["correct"], bool):
         return f'{where}: "correct" must be true or false, got {obj["correct"]!r}.'
+    if "subject" in obj and (not isinstance(obj["subject"], str) or not obj["subject"].strip()):
+        return (
+            f'{where}: "subject" must be a non-empty string such as "Precalculus", got {obj["subject"]!r}. '
+            "Leave the key out when the subject is not known."
+        )
+    level = obj.get("level")
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5):
+        # MATH's own rows say "Level 3" (and "Level ?"); the record keeps just the number, or null.
+        digit = level.strip()[-1:] if isinstance(level, str) else ""
+        hint = f' Write {digit} for "{level}".' if digit and digit in "12345" else ""
+        return f'{where}: "level" must be an integer 1-5, or null when unknown, got {level!r}.{hint}'
     return None
 
 
@@ -101,6 +115,7 @@ def load_records(path: str | Path) -> ModelRecords:
 
     errors: list[str] = []
     records: list[dict] = []
+    record_lines: list[int] = []
     first_line: dict[tuple[str, int], int] = {}
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
@@ -126,6 +141,7 @@ def load_records(path: str | Path) -> ModelRecords:
             continue
         first_line[key] = lineno
         records.append(obj)
+        record_lines.append(lineno)
 
     if errors:
         more = len(errors) - _MAX_ERRORS_SHOWN
@@ -138,7 +154,7 @@ def load_records(path: str | Path) -> ModelRecords:
     for rec in records:
         correct, total = counts.get(rec["id"], (0, 0))
         counts[rec["id"]] = (correct + rec["correct"], total + 1)
-    return ModelRecords(path=path, records=records, counts=counts)
+    return ModelRecords(path=path, records=records, counts=counts, lines=record_lines)
 
 
 def _examples(ids: list[str], limit: int = 3) -> str:
@@ -216,4 +232,32 @@ def describe_samples(model: ModelRecords, ids: list[str]) -> str:
     return (
         f"{min(sizes.values())} to {most} samples per question ({len(fewer)} question"
         f"{'s have' if len(fewer) != 1 else ' has'} fewer than {most}: {named})"
+    )
+
+
+def uneven_samples_warning(model: ModelRecords, ids: list[str]) -> str | None:
+    """A warning when the paired questions of one file do not all have the same number of samples.
+
+    Uneven counts usually mean an evaluation stopped part-way (``recipes/evaluate.py`` finishes it when re-run
+    with the same arguments). The comparison still weighs every question the same, but a question with fewer
+    samples has a noisier accuracy, and the sign-flip test's exchangeability is exact only with equal counts.
+
+    Args:
+        model: One model's records.
+        ids: The paired question ids.
+
+    Returns:
+        The warning text, or None when every question has the same number of samples.
+    """
+    sizes = {qid: model.counts[qid][1] for qid in ids}
+    most = max(sizes.values())
+    fewer = sorted((qid for qid, n in sizes.items() if n < most), key=lambda q: (sizes[q], q))
+    if not fewer:
+        return None
+    return (
+        f"{model.path}: {len(fewer)} of {len(ids)} questions {'has' if len(fewer) == 1 else 'have'} fewer "
+        "samples than the others "
+        f"({min(sizes.values())} to {most} per question; e.g. {fewer[0]!r} has {sizes[fewer[0]]} of {most}). "
+        "Was the evaluation interrupted? Re-running recipes/evaluate.py with the same arguments completes it. "
+        "Each question still weighs the same in the comparison."
     )

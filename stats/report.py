@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stats.analysis import PRIMARY_REASON, PRIMARY_TEST, Comparison, ModelSummary
+from stats.groups import GroupBreakdown, GroupResult
 from stats.paired import TestResult
 from stats.power import ALPHA, POWER
 
@@ -70,6 +71,52 @@ def _test_line(name: str, result: TestResult | None, primary: bool) -> str:
     )
 
 
+def _smallest_p_note(g: GroupResult) -> str:
+    # Exact sign-flip: the two all-same-sign assignments always count, so p >= 2 / 2^k for k nonzero differences.
+    k = sum(d != 0 for d in g.comparison.diffs)
+    return f"  ({k} nonzero differences: p cannot go below {2 ** (1 - k):.4g})" if 0 < k <= 5 else ""
+
+
+def _group_row(g: GroupResult, width: int) -> str:
+    c = g.comparison
+    ci = c.difference_ci95
+    ci_text = f"[{_points(ci[0])}, {_points(ci[1])}]" if ci else "undefined"
+    head = (
+        f"  {g.label:<{width}} {g.questions:>4}  {100 * c.baseline.accuracy:6.1f}%  {100 * c.tuned.accuracy:6.1f}%"
+        f"  {_points(c.difference):>6}  {ci_text:<16}"
+    )
+    if g.p_value is None:
+        return f"{head}  no p-value: {g.reason}"
+    return f"{head}  {format_p(g.p_value):<8}  {format_p(g.p_holm):<8}{_smallest_p_note(g)}".rstrip()
+
+
+def _group_lines(b: GroupBreakdown) -> list[str]:
+    """The per-subject and per-level table (only for records that carry those keys)."""
+    notes = [f"  Note: {note}" for note in b.skipped.values()]
+    if not b.results:
+        return notes
+    lines = [
+        (
+            "Per group (tuned - baseline in points; 95% CI: paired t interval over the group's questions; "
+            f"p: {PRIMARY_TEST})"
+        ),
+        (
+            f"  p_holm: Holm-adjusted for multiple comparisons over the {b.corrected} per-group p-values "
+            "(subjects and levels together); the intervals are not adjusted."
+        ),
+    ]
+    width = max([len(g.label) for g in b.results] + [len("subject")])
+    for key in ("subject", "level"):
+        groups = b.by(key)
+        if groups:
+            lines.append(
+                f"  {key:<{width}} {'n':>4}  {'baseline':>7}  {'tuned':>7}  {'diff':>6}  {'95% CI':<16}  "
+                f"{'p':<8}  p_holm"
+            )
+            lines += [_group_row(g, width) for g in groups]
+    return lines + notes
+
+
 def format_text(c: Comparison) -> str:
     """The full human-readable report."""
     lines = [f"Paired comparison by question: {c.baseline.path} (baseline) vs {c.tuned.path} (tuned)"]
@@ -117,6 +164,8 @@ def format_text(c: Comparison) -> str:
         "Independence tests (ASSUME INDEPENDENT SAMPLES; shown only to compare with reports that used them)"
     ]
     lines += [_test_line(name, c.tests[name], False) for name in INDEPENDENCE_TESTS]
+    if c.groups is not None:
+        lines += ["", *_group_lines(c.groups)]
     lines += ["", f"Why: {PRIMARY_REASON}", verdict(c)]
     return "\n".join(lines)
 
@@ -142,9 +191,39 @@ def _model_json(m: ModelSummary) -> dict:
     }
 
 
+def _group_json(g: GroupResult) -> dict:
+    c = g.comparison
+    out = {
+        "value": g.value,
+        "questions": g.questions,
+        "baseline_accuracy": c.baseline.accuracy,
+        "tuned_accuracy": c.tuned.accuracy,
+        "difference": {
+            "estimate": c.difference,
+            "ci95": list(c.difference_ci95) if c.difference_ci95 else None,
+        },
+        "p_value": g.p_value,
+        "p_holm": g.p_holm,
+        "tests": {name: _test_json(c.tests[name]) for name in PAIRED_TESTS},
+        "changes": {"improved": c.improved, "regressed": c.regressed, "unchanged": c.unchanged},
+    }
+    if g.reason is not None:
+        out["undefined"] = g.reason
+    return out
+
+
+def _groups_json(b: GroupBreakdown) -> dict:
+    out: dict = {"primary_test": PRIMARY_TEST, "correction": "holm", "corrected_p_values": b.corrected}
+    for key in ("subject", "level"):
+        if b.by(key):
+            out[key] = [_group_json(g) for g in b.by(key)]
+    out["skipped"] = b.skipped
+    return out
+
+
 def to_json(c: Comparison) -> dict:
-    """The machine-readable report (``--json``)."""
-    return {
+    """The machine-readable report (``--json``); ``groups`` only when the records carry subject or level."""
+    out = {
         "baseline": _model_json(c.baseline),
         "tuned": _model_json(c.tuned),
         "difference": {
@@ -165,3 +244,6 @@ def to_json(c: Comparison) -> dict:
         "dropped": {"baseline_only": c.pairing.baseline_only, "tuned_only": c.pairing.tuned_only},
         "verdict": verdict(c),
     }
+    if c.groups is not None:
+        out["groups"] = _groups_json(c.groups)
+    return out
