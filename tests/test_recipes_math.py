@@ -217,3 +217,13 @@ def test_math_tiny_trains_and_saves_an_adapter(tmp_path):
     assert "task: math" in (out / "recipe.yaml").read_text()
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     assert "rewards/format/mean" in history[0] and "rewards/correctness/mean" in history[0]
+
+
+def test_math_qwen_math_budgets_fit_the_models_4096_token_context():
+    from recipes.checks import check_environment
+    from recipes.planner.shapes import config_for
+
+    shape = config_for("Qwen/Qwen2.5-Math-1.5B")
+    check_environment(load_recipe("math_qwen_math"), shape, cuda_available=True)  # 1,024 + 3,072 = 4,096
+    with pytest.raises(RecipeError, match=r"= 4097 tokens, but Qwen/Qwen2.5-Math-1.5B holds at most 4096"):
+        check_environment(load_recipe("math_qwen_math", ["data.max_prompt_tokens=1025"]), shape, True)

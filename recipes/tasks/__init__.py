@@ -7,7 +7,8 @@
 
 Every task turns a split (``train``, ``heldout``, ``test``, or the source's own names) into rows with the columns
 ``id`` (stable, unique), ``question``, ``gold`` (the final answer the grader compares with) and ``solution``
-(a worked solution, or the answer). ``recipes.data`` adds the chat prompt and applies the length filter; run,
+(a worked solution, or the answer); a task may keep more (MATH keeps ``subject`` and ``level``, which evaluation
+records carry). ``recipes.data`` adds the chat prompt and applies the length filter; run,
 evaluate and held-out evaluation take the task from the recipe and never name one.
 
 A new task is one module here (a ``rows(data, split)`` function) plus one entry in ``TASKS`` and one recipe.

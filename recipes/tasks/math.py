@@ -40,7 +40,8 @@ SUBJECTS = (
     "prealgebra",
     "precalculus",
 )
-# Share of rows without a gold answer that is still a quirk of MATH (one empty \boxed{} in 7,500), not a wrong file.
+# Share of rows without a gold answer that is a quirk of MATH (a 402-problem sample of its train set has one empty
+# \boxed{}), not a sign of a wrong file.
 MAX_DROPPED_SHARE = 0.01
 _LEVEL = re.compile(r"\s*(?:level\s*)?([1-5?])\s*", re.IGNORECASE)
 
