@@ -1,4 +1,4 @@
-"""Evaluate a recipe's base model, or a trained adapter, on GSM8K: one graded JSONL record per sample.
+"""Evaluate a recipe's base model, or a trained adapter, on its task: one graded JSONL record per sample.
 
     python recipes/evaluate.py gsm8k_tiny --out base.jsonl --questions 20 --samples 5
     python recipes/evaluate.py gsm8k_tiny --out tuned.jsonl --questions 20 --samples 5 --adapter outputs/gsm8k_tiny
@@ -8,9 +8,11 @@
 
 Questions: a seeded draw of row indices from the split; it depends only on --seed, --split and --questions
 (a larger --questions keeps the smaller draw's questions), never on the model or batch size, so a baseline
-and a tuned model see the same questions. A recipe whose data.source is one file of another split (the
-bundled samples/gsm8k_train_sample.jsonl) is evaluated on its sibling file for --split (samples/gsm8k_test_
-sample.jsonl). data.limit and data.max_prompt_tokens are training settings and do not apply here.
+and a tuned model see the same questions. Questions come from data.eval_source when the recipe sets it (MATH
+trains on EleutherAI/hendrycks_math and is evaluated on HuggingFaceH4/MATH-500), else from data.source. A source
+that is one file of another split (the bundled samples/gsm8k_train_sample.jsonl) is evaluated on its sibling file
+for --split (samples/gsm8k_test_sample.jsonl). data.limit and data.max_prompt_tokens are training settings and do
+not apply here. Records keep the rows' subject and level when the task has them (MATH).
 
 Decoding defaults to the recipe's training sampling (trainer.temperature, top_p, max_completion_length).
 Grading uses rewards.answers, the training grader: each sample is correct, well-formatted but wrong, or has
@@ -58,10 +60,18 @@ SPLIT_WORDS = ("train", "test", "validation", "valid", "val", "dev")
 
 
 def eval_data(data: dict, split: str) -> dict:
-    """The recipe's ``data:`` section for evaluating ``split``: the split's file, no training-only filters."""
+    """The recipe's ``data:`` section for evaluating ``split``: the split's file, no training-only filters.
+
+    ``data.eval_source``, when set, replaces ``data.source`` (MATH trains on one dataset and is evaluated on
+    MATH-500); ``data.config`` names a config of the training source, so it does not follow.
+    """
     from recipes.data import resolve_source
 
     data = {**data, "limit": None, "max_prompt_tokens": None}
+    key = "data.source"
+    if data.get("eval_source"):
+        key = "data.eval_source"
+        data = {**data, "source": data["eval_source"], "config": None}
     path = Path(resolve_source(data["source"]))
     if not path.is_file():
         return data  # a folder or a Hub id: recipes.data picks the split
@@ -73,11 +83,11 @@ def eval_data(data: dict, split: str) -> dict:
     )
     if not Path(resolve_source(str(sibling))).is_file():
         raise EvaluationError(
-            f"data.source {data['source']} is the {named[0]} split's file and has no {split} sibling ({sibling}). "
-            f"Pass data.source=<a {split} .jsonl/.parquet file, or a folder holding {split}*.jsonl>, "
+            f"{key} {data['source']} is the {named[0]} split's file and has no {split} sibling ({sibling}). "
+            f"Pass {key}=<a {split} .jsonl/.parquet file, or a folder holding {split}*.jsonl>, "
             f"or --split {named[0]}."
         )
-    logger.info("Evaluating split %s on %s (data.source names the %s file).", split, sibling, named[0])
+    logger.info("Evaluating split %s on %s (%s names the %s file).", split, sibling, key, named[0])
     return {**data, "source": str(sibling)}
 
 

@@ -49,7 +49,10 @@ SECTIONS: dict[str, dict[str, Key]] = {
             (str,), "gsm8k", "what the questions are (recipes/tasks): " + ", ".join(TASKS), tuple(TASKS)
         ),
         "source": Key((str,), "openai/gsm8k", "Hub dataset id, or a local .jsonl/.parquet file or folder"),
-        "config": Key((str, None), "main", "Hub dataset config name"),
+        "config": Key((str, None), "main", "Hub dataset config name (of data.source)"),
+        "eval_source": Key(
+            (str, None), None, "where evaluation reads its questions, like data.source; null: data.source"
+        ),
         "split": Key((str,), "train", "split to train on"),
         "system_prompt": Key((str,), REQUIRED, "system message that opens every prompt"),
         "limit": Key((int, None), None, "keep only the first N rows"),

@@ -18,7 +18,7 @@ def describe(name: str, reward: type) -> str:
     """Two lines for one reward: ``name  first docstring line`` and its parameters with defaults.
 
     >>> print(describe("format", REWARDS["format"]))
-    format  Pay up to max_reward for the answer format of style (tags or hash), in four parts.
+    format  Pay up to max_reward for the answer format of style (tags, hash or boxed), in four parts.
         style='tags', max_reward=1.5
     """
     doc = inspect.getdoc(reward).splitlines()[0].replace("``", "")

@@ -3,6 +3,7 @@
 Styles:
     ``tags``: ``<reasoning>...</reasoning>`` then ``<answer>...</answer>`` (recipes/_base.yaml's prompt).
     ``hash``: reasoning text, then GSM8K's final line ``#### n``.
+    ``boxed``: reasoning text, then one final ``\\boxed{...}`` (MATH's and Qwen2.5-Math's convention).
 """
 
 from __future__ import annotations
@@ -12,15 +13,19 @@ import re
 from itertools import islice
 from typing import NamedTuple
 
-from rewards._parsing import HASH_LINE, answer_from_snippet, is_plain_number, tail
+from rewards._parsing import HASH_LINE, answer_from_snippet, boxed_spans, is_plain_number, tail
 
-STYLES = ("tags", "hash")
+STYLES = ("tags", "hash", "boxed")
 # What a prompt must mention for a model to learn each layout: the format reward cannot be earned otherwise.
-STYLE_MARKERS = {"tags": "<answer>", "hash": "####"}
+STYLE_MARKERS = {"tags": "<answer>", "hash": "####", "boxed": "\\boxed"}
 _REASONING_OPEN = re.compile(r"<reasoning>", re.IGNORECASE)
 _REASONING_CLOSE = re.compile(r"</reasoning>", re.IGNORECASE)
 _ANSWER_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"</answer>", re.IGNORECASE)
+_BOXED_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# What may close a boxed answer's sentence: math delimiters ($, $$, \] or \)), a period, whitespace.
+_MATH_CLOSE = re.compile(r"\\[\])]")
+_END_CHARS = " \t\r\n.$"
 
 
 class FormatParts(NamedTuple):
@@ -85,6 +90,25 @@ def _hash_parts(text: str) -> FormatParts:
     )
 
 
+def _boxed_parts(text: str) -> FormatParts:
+    offset, end = tail(text)  # as for hash: the answer is at the end, and a runaway text costs no more
+    spans = list(islice(boxed_spans(end), 2))  # last first; two are enough to know it is not the only one
+    if len(spans) != 1 or answer_from_snippet(spans[0][1]) is None:
+        return FormatParts(False, False, False, False)
+    start, body = spans[0]
+    close = _BOXED_OPEN.match(end, start).end() + len(body)  # the closing brace
+    before = text[: offset + start].rstrip(_END_CHARS + "\\[(")  # "so $\\boxed": the $ opens the answer
+    return FormatParts(
+        reasoning=bool(before),
+        answer=True,
+        number=is_plain_number(body),
+        clean_end=not _MATH_CLOSE.sub("", end[close + 1 :]).strip(_END_CHARS),
+    )
+
+
+_PARTS = {"tags": _tags_parts, "hash": _hash_parts, "boxed": _boxed_parts}
+
+
 def format_parts(text: str, style: str) -> FormatParts:
     """The format checks ``text`` passes in ``style``.
 
@@ -92,5 +116,7 @@ def format_parts(text: str, style: str) -> FormatParts:
     FormatParts(reasoning=True, answer=True, number=True, clean_end=True)
     >>> format_parts("3 + 4 = 7\\n#### 7 apples\\nDone!", "hash")
     FormatParts(reasoning=True, answer=True, number=False, clean_end=False)
+    >>> format_parts("So $x = \\\\boxed{\\\\frac{1}{2}}$.", "boxed")
+    FormatParts(reasoning=True, answer=True, number=False, clean_end=True)
     """
-    return _tags_parts(text) if check_style(style) == "tags" else _hash_parts(text)
+    return _PARTS[check_style(style)](text)

@@ -341,7 +341,7 @@ def format_ok(text: str, style: str | None = None) -> bool:
 
 
 # The rule that reads each prompt style's answer marker.
-_STYLE_RULES = {"tags": ("answer_tag",), "hash": ("hash",)}
+_STYLE_RULES = {"tags": ("answer_tag",), "hash": ("hash",), "boxed": ("boxed",)}
 # lm-eval's GSM8K "flexible-extract", plus a boxed answer: what a reader of the text would take as the answer.
 LENIENT_PRECEDENCE = ("boxed", "last_number")
 

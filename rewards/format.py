@@ -15,23 +15,24 @@ PART_SIXTHS = {"reasoning": 2, "answer": 2, "number": 1, "clean_end": 1}
 
 
 class Format:
-    r"""Pay up to ``max_reward`` for the answer format of ``style`` (``tags`` or ``hash``), in four parts.
+    r"""Pay up to ``max_reward`` for the answer format of ``style`` (``tags``, ``hash`` or ``boxed``), in four parts.
 
     Parts, each a share of ``max_reward`` (``PART_SIXTHS``):
 
     - ``reasoning`` (1/3): a non-empty reasoning section before the answer. ``tags``: exactly one
       ``<reasoning>...</reasoning>`` block, closed before ``<answer>``; ``hash``: text before the
-      ``#### n`` line (so it needs that line).
+      ``#### n`` line (so it needs that line); ``boxed``: text before the ``\boxed{...}``.
     - ``answer`` (1/3): the final answer in the asked-for form, and it parses. ``tags``: exactly one
-      ``<answer>...</answer>`` block; ``hash``: a ``#### n`` line.
+      ``<answer>...</answer>`` block; ``hash``: a ``#### n`` line; ``boxed``: exactly one ``\boxed{...}``.
     - ``number`` (1/6): that answer is a plain number ("18", "$1,080", "-3.5"), no words or LaTeX.
-    - ``clean_end`` (1/6): nothing but whitespace after it.
+    - ``clean_end`` (1/6): nothing but whitespace after it (``boxed``: also a period and closing ``$``,
+      ``\]`` or ``\)``).
 
     ``number`` and ``clean_end`` count only when ``answer`` does. The total never exceeds
     ``max_reward``.
 
     Args:
-        style: The prompt style asked for: ``tags`` or ``hash``.
+        style: The prompt style asked for: ``tags``, ``hash`` or ``boxed``.
         max_reward: What a completion passing every part earns.
 
     >>> Format(style="tags")(completions=["<reasoning>3+4</reasoning>\n<answer>7</answer>",
@@ -39,6 +40,8 @@ class Format:
     [1.5, 0.5]
     >>> Format(style="hash")(completions=[[{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}]])
     [1.5]
+    >>> Format(style="boxed")(completions=[r"3 + 4 = 7, so $\boxed{7}$.", r"$\boxed{\frac{1}{2}}$ Done."])
+    [1.5, 0.5]
     """
 
     __name__ = "format"

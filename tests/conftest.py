@@ -1,4 +1,4 @@
-"""Shared test setup: offline Hugging Face libraries, a private model cache, the real GSM8K files."""
+"""Shared test setup: offline Hugging Face libraries, a private model cache, the real GSM8K and MATH files."""
 
 from __future__ import annotations
 
@@ -33,12 +33,17 @@ def gsm8k_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def math_dir() -> Path:
-    """The MATH JSONL folder (``$MATH_DATA_DIR``, default ``../shared/data/math``): MATH-500 and a train sample."""
-    folder = Path(os.environ.get("MATH_DATA_DIR", REPO.parent / "shared" / "data" / "math"))
+    """The real MATH files (``$MATH_DATA_DIR``, default ``math/`` beside the GSM8K folder): MATH-500 and a train sample."""
+    gsm8k = Path(os.environ.get("GSM8K_DATA_DIR", REPO.parent / "shared" / "data" / "gsm8k"))
+    folder = Path(os.environ.get("MATH_DATA_DIR", gsm8k.parent / "math"))
     if not (folder / "math500_test.jsonl").is_file():
         if os.environ.get("CI") == "true":
-            pytest.fail(f"MATH data missing at {folder}: CI must provide ../shared/data/math or MATH_DATA_DIR")
-        pytest.skip(f"MATH data not found at {folder}; set MATH_DATA_DIR to the folder holding math500_test.jsonl")
+            pytest.fail(
+                f"MATH data missing at {folder}: CI must provide ../shared/data/math or MATH_DATA_DIR"
+            )
+        pytest.skip(
+            f"MATH data not found at {folder}; set MATH_DATA_DIR to the folder holding math500_test.jsonl"
+        )
     return folder
 
 

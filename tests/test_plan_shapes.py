@@ -32,7 +32,14 @@ def test_counts_match_the_model_and_adapter_built_from_the_same_config(name, tar
 
 
 def test_shipped_configs_carry_the_published_values():
-    llama, qwen7, qwen15 = (config_for(n) for n in SHAPES)
+    llama, qwen7, qwen15 = (
+        config_for(n)
+        for n in (
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "Qwen/Qwen2.5-1.5B-Instruct",
+        )
+    )
     assert (llama.vocab_size, llama.hidden_size, llama.intermediate_size, llama.num_key_value_heads) == (
         128256, 4096, 14336, 8,
     )  # fmt: skip
@@ -65,6 +72,17 @@ def test_shipped_configs_carry_the_published_values():
         False,
         True,
     )
+    # Qwen2.5-Math-1.5B: Qwen2.5-1.5B's shape with a 4,096-token context (prompt + completion must fit).
+    math15 = config_for("Qwen/Qwen2.5-Math-1.5B")
+    assert (math15.hidden_size, math15.num_hidden_layers, math15.num_attention_heads, math15.num_key_value_heads) == (
+        1536, 28, 12, 2,
+    )  # fmt: skip
+    assert (math15.intermediate_size, math15.vocab_size, math15.max_position_embeddings) == (
+        8960,
+        151936,
+        4096,
+    )
+    assert math15.tie_word_embeddings is True
     attention = meta_model(qwen15).model.layers[0].self_attn
     assert (
         attention.q_proj.bias is not None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
+from conftest import REPO
 from datasets import Dataset
 
 from recipes.data import DataError, gold_number, load_split
@@ -102,11 +104,13 @@ def test_prompt_budget_filter_then_limit(tiny_model_dir):
     assert len(load_split({**SECTION, "max_prompt_tokens": budget, "limit": 10}, tokenizer=tokenizer)) == 10
 
 
-def test_split_is_a_whole_word_of_the_file_name():
-    rows = load_split({**SECTION, "source": "recipes/samples"}, split="test")
+def test_split_is_a_whole_word_of_the_file_name(tmp_path):
+    for name in ("gsm8k_train_sample.jsonl", "gsm8k_test_sample.jsonl"):  # the bundled GSM8K files only
+        shutil.copy(REPO / "recipes" / "samples" / name, tmp_path / name)
+    rows = load_split({**SECTION, "source": str(tmp_path)}, split="test")
     assert len(rows) == 100 and rows[0]["id"] == "gsm8k-test-00000"
     with pytest.raises(DataError, match="No est split"):
-        load_split({**SECTION, "source": "recipes/samples"}, split="est")
+        load_split({**SECTION, "source": str(tmp_path)}, split="est")
 
 
 @pytest.mark.parametrize(

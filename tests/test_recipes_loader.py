@@ -24,6 +24,7 @@ def test_recipes_are_found_by_listing_the_folder():
     assert {"gsm8k_llama", "gsm8k_llama_qlora", "gsm8k_qwen", "gsm8k_qwen_small", "gsm8k_tiny"} <= set(
         RECIPES
     )
+    assert {"arith_tiny", "math_tiny", "math_qwen_math", "math_qwen"} <= set(RECIPES)
     assert len(RECIPES) == len([p for p in (REPO / "recipes").glob("*.yaml") if not p.name.startswith("_")])
 
 
@@ -51,6 +52,22 @@ def test_published_settings_are_what_the_recipes_say():
     assert (qwen["epsilon"], qwen["max_grad_norm"]) == (0.1, 0.1)
     assert load_recipe("gsm8k_llama_qlora").config["model"]["quantization"] == "4bit"
     assert load_recipe("gsm8k_qwen_small").config["model"]["name_or_path"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    math = load_recipe("math_qwen_math").config
+    assert (math["model"]["name_or_path"], math["data"]["task"]) == ("Qwen/Qwen2.5-Math-1.5B", "math")
+    assert (math["data"]["source"], math["data"]["config"], math["data"]["eval_source"]) == (
+        "EleutherAI/hendrycks_math",
+        None,
+        "HuggingFaceH4/MATH-500",
+    )
+    t = math["trainer"]
+    assert (t["num_generations"], t["temperature"], t["beta"], t["epsilon"]) == (8, 1.0, 0.0, 0.2)
+    assert (t["loss_type"], t["scale_rewards"], t["use_vllm"]) == ("dr_grpo", "none", False)
+    # Qwen2.5-Math-1.5B holds 4,096 tokens: the prompt and completion budgets must fit in it together.
+    assert math["data"]["max_prompt_tokens"] + t["max_completion_length"] <= 4096
+    for name in ("math_tiny", "math_qwen_math", "math_qwen"):
+        config = load_recipe(name).config
+        assert {"name": "format", "weight": 1.0, "style": "boxed"} in config["rewards"]
+        assert "\\boxed{}" in config["data"]["system_prompt"]
 
 
 def test_exponent_floats_read_as_floats():

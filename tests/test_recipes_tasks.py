@@ -49,7 +49,7 @@ def test_user_jsonl_errors_name_the_file_row_and_fix(tmp_path):
 def test_unknown_task_is_refused_at_load_with_a_suggestion():
     with pytest.raises(
         RecipeError,
-        match=r"data.task .* must be one of gsm8k, arithmetic, jsonl, got 'arithmetc'. "
+        match=r"data.task .* must be one of gsm8k, arithmetic, jsonl, math, got 'arithmetc'. "
         r"Did you mean arithmetic\?",
     ):
         load_recipe("gsm8k_tiny", ["data.task=arithmetc"])

@@ -1,4 +1,4 @@
-"""The format reward: its four parts in both shipped styles, its cap, and that it pays less than a correct answer.
+"""The format reward: its four parts in the three shipped styles, its cap, and that it pays less than a correct answer.
 
 python -m pytest tests/test_rewards_format.py -q
 """
@@ -44,6 +44,44 @@ HASH = [
     ("no-marker", "The answer is 18.", (False, False, False, False), 0.0),
     ("tags-under-hash", R + "<answer>18</answer>", (False, False, False, False), 0.0),
 ]
+
+M = "The legs are 3 and 4, so the hypotenuse is $\\sqrt{3^2 + 4^2} = 5$.\n"
+BOXED = [
+    ("complete", M + "The answer is $\\boxed{5}$.", (True, True, True, True), 1.5),
+    ("display-math", M + "\\[\\boxed{5}\\]", (True, True, True, True), 1.5),
+    ("inline-paren", M + "So \\(\\boxed{5}\\).\n", (True, True, True, True), 1.5),
+    ("latex-answer", M + "$\\boxed{\\frac{\\pi}{2}}$", (True, True, False, True), 1.25),
+    ("nested-braces", M + "$\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}$", (True, True, False, True), 1.25),
+    ("no-reasoning", "$\\boxed{5}$", (False, True, True, True), 1.0),
+    ("trailing-text", M + "$\\boxed{5}$. Let me double-check.", (True, True, True, False), 1.25),
+    ("two-boxes", M + "$\\boxed{4}$ no wait, $\\boxed{5}$", (False, False, False, False), 0.0),
+    ("empty-box", M + "$\\boxed{}$", (False, False, False, False), 0.0),
+    ("unclosed-box", M + "$\\boxed{5", (False, False, False, False), 0.0),
+    ("blank-box", M + "\\boxed{ }", (False, False, False, False), 0.0),
+    ("hash-under-boxed", "3 + 4 = 7\n#### 7", (False, False, False, False), 0.0),
+]
+
+
+@pytest.mark.parametrize(("text", "parts", "reward"), [c[1:] for c in BOXED], ids=[c[0] for c in BOXED])
+def test_boxed_parts(text, parts, reward):
+    assert tuple(format_parts(text, "boxed")) == parts
+    assert Format(style="boxed")(completions=[chat(text)]) == [reward]
+
+
+def test_boxed_style_reads_the_box_for_strict_grading_and_format_ok():
+    from rewards.answers import format_ok, strict_correct
+
+    text = M + "$\\boxed{5}$"
+    assert format_ok(text, "boxed") and not format_ok("<answer>5</answer>", "boxed")
+    assert strict_correct(text, "5", "boxed") and not strict_correct(M + "#### 5", "5", "boxed")
+    assert strict_correct(text, "5") and not strict_correct(text, "5", "hash")  # None: any shipped style
+
+
+def test_a_boxed_format_reward_needs_a_prompt_that_asks_for_a_box():
+    from recipes.recipe import RecipeError, load_recipe
+
+    with pytest.raises(RecipeError, match=r"pays for the boxed layout, .* never mentions '\\\\boxed'"):
+        load_recipe("math_tiny", ["data.system_prompt='Answer with a number.'"])
 
 
 @pytest.mark.parametrize(("text", "parts", "reward"), [c[1:] for c in TAGS], ids=[c[0] for c in TAGS])

@@ -212,7 +212,8 @@ def test_huge_text_reads_only_the_tail():
         ("9 * 2 = 18\n#### 18", "tags", False),
         ("<answer>eighteen</answer>", None, False),
         ("#### Step 1: add\nso 18", None, False),
-        ("Therefore \\boxed{18}", None, False),
+        ("Therefore \\boxed{18}", None, True),  # boxed is a shipped style (MATH)
+        ("Therefore \\boxed{18}", "hash", False),
         ("", None, False),
     ],
 )

@@ -20,6 +20,8 @@ logger = logging.getLogger("recipes.evaluate")
 
 # Every record has these; a line without them was not written by this evaluator.
 RECORD_KEYS = ("id", "sample", "correct")
+# Row columns a record keeps when the task has them.
+BREAKDOWN_KEYS = ("subject", "level")
 
 
 def _record(path: Path, lineno: int, line: str) -> dict:
@@ -133,6 +135,8 @@ def make_record(row: dict, sample: int, completion, style: str | None, settings:
         "gold": row["gold"],
         "n_tokens": completion.n_tokens,
         "question": row["question"],
+        # Tasks that carry them (MATH) keep subject and level, so accuracy can be read per subject and level.
+        **{key: row[key] for key in BREAKDOWN_KEYS if key in row},
         "completion": text,
         "model": settings["model"],
         **extra,

@@ -3,10 +3,12 @@
     gsm8k        grade-school math word problems (Hub openai/gsm8k, or local JSONL/Parquet in its shape)
     arithmetic   short generated arithmetic word problems: the offline default a tiny model can learn
     jsonl        your own JSONL/Parquet files with ``question`` and ``answer`` columns
+    math         MATH competition problems with LaTeX answers (Hub EleutherAI/hendrycks_math, MATH-500)
 
 Every task turns a split (``train``, ``heldout``, ``test``, or the source's own names) into rows with the columns
 ``id`` (stable, unique), ``question``, ``gold`` (the final answer the grader compares with) and ``solution``
-(a worked solution, or the answer). ``recipes.data`` adds the chat prompt and applies the length filter; run,
+(a worked solution, or the answer); a task may keep more (MATH keeps ``subject`` and ``level``, which evaluation
+records carry). ``recipes.data`` adds the chat prompt and applies the length filter; run,
 evaluate and held-out evaluation take the task from the recipe and never name one.
 
 A new task is one module here (a ``rows(data, split)`` function) plus one entry in ``TASKS`` and one recipe.
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from recipes.tasks import arithmetic, gsm8k, user_jsonl
+from recipes.tasks import arithmetic, gsm8k, math, user_jsonl
 from recipes.tasks.sources import DataError
 
 
@@ -41,6 +43,7 @@ TASKS = {
     "gsm8k": Task("gsm8k", gsm8k.rows, "GSM8K word problems; gold = the number after '####'"),
     "arithmetic": Task("arithmetic", arithmetic.rows, "generated add/subtract word problems (offline)"),
     "jsonl": Task("jsonl", user_jsonl.rows, "your JSONL/Parquet files with question and answer columns"),
+    "math": Task("math", math.rows, "MATH problems; gold = the answer field or the last \\boxed{} (LaTeX)"),
 }
 
 

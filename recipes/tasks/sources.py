@@ -1,4 +1,9 @@
-"""Reading a task's raw rows: a Hub dataset id, or local JSONL/Parquet files (one file, or a folder of splits)."""
+"""Reading a task's raw rows: a Hub dataset id, or local JSONL/Parquet files (one file, or a folder of splits).
+
+A local folder whose README.md declares ``configs:`` in its YAML header (a Hub dataset repository cloned or
+downloaded with ``hf download --repo-type dataset``) is read exactly as its Hub id is: ``datasets.load_dataset``
+with the config and split, so a config selects its files as on the Hub.
+"""
 
 from __future__ import annotations
 
@@ -68,11 +73,44 @@ def resolve_source(source: str) -> str:
     return str(SAMPLES / source.removeprefix("samples/")) if source.startswith("samples/") else source
 
 
+def hub_layout(path: Path) -> bool:
+    """Whether ``path`` is a folder laid out as a Hub dataset repository: a README.md with a ``configs:`` header."""
+    import yaml
+
+    readme = path / "README.md"
+    if not (path.is_dir() and readme.is_file()):
+        return False
+    text = readme.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return False
+    header = text[3:].partition("\n---")[0]
+    try:
+        card = yaml.safe_load(header)
+    except yaml.YAMLError:
+        return False
+    return isinstance(card, dict) and isinstance(card.get("configs"), list)
+
+
+def config_names(source: str) -> list[str] | None:
+    """The configs of a Hub id or of a folder in the Hub layout; None for local data files (they have none)."""
+    from datasets import get_dataset_config_names
+
+    path = Path(resolve_source(source))
+    if path.exists() and not hub_layout(path):
+        return None
+    return list(get_dataset_config_names(str(path) if path.exists() else source))
+
+
 def read_raw(source: str, split: str, config: str | None = None):
     """Raw rows of ``split`` from a Hub id or a local path, as a ``datasets.Dataset``."""
     from datasets import load_dataset
 
     path = Path(resolve_source(source))
+    if path.exists() and hub_layout(path):
+        try:
+            return load_dataset(str(path), config, split=split)
+        except ValueError as e:  # a config or split the README does not declare: datasets names the choices
+            raise DataError(f"data.source {source} (config {config}, split {split}): {e}") from None
     if path.exists():
         builder, files = _local_files(path, split)
         if builder == "json":
