@@ -13,7 +13,14 @@ import re
 from itertools import islice
 from typing import NamedTuple
 
-from rewards._parsing import HASH_LINE, answer_from_snippet, boxed_spans, is_plain_number, tail
+from rewards._parsing import (
+    HASH_LINE,
+    answer_from_snippet,
+    boxed_spans,
+    is_plain_number,
+    latex_from_snippet,
+    tail,
+)
 
 STYLES = ("tags", "hash", "boxed")
 # What a prompt must mention for a model to learn each layout: the format reward cannot be earned otherwise.
@@ -93,7 +100,7 @@ def _hash_parts(text: str) -> FormatParts:
 def _boxed_parts(text: str) -> FormatParts:
     offset, end = tail(text)  # as for hash: the answer is at the end, and a runaway text costs no more
     spans = list(islice(boxed_spans(end), 2))  # last first; two are enough to know it is not the only one
-    if len(spans) != 1 or answer_from_snippet(spans[0][1]) is None:
+    if len(spans) != 1 or latex_from_snippet(spans[0][1]) is None:
         return FormatParts(False, False, False, False)
     start, body = spans[0]
     close = _BOXED_OPEN.match(end, start).end() + len(body)  # the closing brace

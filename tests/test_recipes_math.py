@@ -227,3 +227,35 @@ def test_math_qwen_math_budgets_fit_the_models_4096_token_context():
     check_environment(load_recipe("math_qwen_math"), shape, cuda_available=True)  # 1,024 + 3,072 = 4,096
     with pytest.raises(RecipeError, match=r"= 4097 tokens, but Qwen/Qwen2.5-Math-1.5B holds at most 4096"):
         check_environment(load_recipe("math_qwen_math", ["data.max_prompt_tokens=1025"]), shape, True)
+
+
+def test_evaluate_then_compare_reports_by_subject_and_level(tmp_path, tiny_model_dir, capsys):
+    """MATH records from evaluate.py carry what stats.compare needs for its per-subject and per-level rows."""
+    from recipes.evaluate import main as evaluate_main
+    from stats.compare import main as compare_main
+
+    base = tmp_path / "base.jsonl"
+    argv = ["math_tiny", "--out", str(base), "--questions", "10", "--samples", "2", "--max-new-tokens", "8"]
+    assert evaluate_main(argv) == 0
+    capsys.readouterr()  # evaluate's own summary
+    records = [json.loads(line) for line in base.read_text().splitlines()]
+    # The "tuned" model: the same records, answering every question of one subject correctly.
+    subject = records[0]["subject"]
+    tuned = tmp_path / "tuned.jsonl"
+    tuned.write_text(
+        "".join(json.dumps({**r, "correct": r["correct"] or r["subject"] == subject}) + "\n" for r in records)
+    )
+    assert compare_main([str(base), str(tuned), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    by_subject = {g["value"]: g for g in report["groups"]["subject"]}
+    assert set(by_subject) == {r["subject"] for r in records}
+    for value, group in by_subject.items():
+        ids = {r["id"] for r in records if r["subject"] == value}
+        base_accuracy = sum(r["correct"] for r in records if r["id"] in ids) / len(
+            [r for r in records if r["id"] in ids]
+        )
+        assert group["questions"] == len(ids)
+        assert group["difference"]["estimate"] == pytest.approx(
+            (1.0 if value == subject else base_accuracy) - base_accuracy
+        )
+    assert {g["value"] for g in report["groups"]["level"]} == {r["level"] for r in records}
