@@ -130,3 +130,27 @@ def test_math500_reference_solutions_are_correct_and_only_equal_answers_cross_gr
     # Every cross match is a pair of answers math-verify itself finds equal: x=5 and 5, 30^\circ and 30.
     assert [pair for pair in crossed if not verify(parse(f"${pair[1]}$"), parse(f"${pair[0]}$"))] == []
     assert len(crossed) < 40  # 22 pairs today; a grader accepting far more would be too lenient
+
+
+def test_the_correctness_reward_and_its_telemetry_work_on_math_golds():
+    from rewards.correctness import Correctness
+
+    gold = r"\left( 3, \frac{\pi}{2} \right)"
+    completions = [
+        r"The angle is a right angle, so $\boxed{(3, \tfrac{\pi}{2})}$.",  # correct, long enough
+        r"So $\boxed{(3, \pi)}$.",  # a wrong tuple
+        "I am not sure.",  # no answer
+        r"Short: $\boxed{\left(3,\frac{\pi}{2}\right)}$",  # correct, too short for full credit
+    ]
+    metrics, extras = {}, {}
+    rewards = Correctness(reward=5.0, min_tokens=2, full_credit_tokens=10, max_completion_length=12)(
+        completions=completions,
+        completion_ids=[[1] * 12, [1] * 4, [1] * 3, [1] * 6],
+        gold=[gold] * 4,
+        log_metric=metrics.__setitem__,
+        log_extra=extras.__setitem__,
+    )
+    assert rewards == [5.0, 0.0, 0.0, pytest.approx(5.0 * (6 - 2) / (10 - 2))]
+    assert extras["answer"] == [r"(3, \tfrac{\pi}{2})", r"(3, \pi)", None, r"\left(3,\frac{\pi}{2}\right)"]
+    assert metrics["answers/correct"] == 0.5 and metrics["answers/unparseable"] == 0.25
+    assert metrics["answers/truncated"] == 0.25 and metrics["answers/correct_tokens"] == 9.0
