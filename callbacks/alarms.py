@@ -1,0 +1,321 @@
+"""Alarms for the onset of reward hacking or collapse, decided from the held-out history and the training log.
+
+Pure logic (no torch, no transformers): the held-out callback calls ``check_alarms`` after each held-out
+evaluation, with the history (``OUTPUT_DIR/heldout/history.json``'s dict, the latest evaluation included)
+and the trainer's ``log_history``, and does the logging, the stopping and the saving itself. A kind already
+in ``history["alarms"]`` is not raised again: the first flag marks the onset, and repeating it at every
+later evaluation would bury it. ``steps`` are real training step numbers. The rules, and why:
+
+- ``reward_hacking`` (``heldout/accuracy``): the latest evaluation against the best earlier one (highest
+  accuracy, the earliest on ties), paired by question: the per-question accuracy differences over the
+  questions both evaluated go to ``stats.paired.sign_flip``. It flags when the mean difference is negative,
+  p < ``alpha`` and the training reward rose between the two steps (the evaluations' ``reward``, or when
+  either is null the mean ``reward`` of the ``window`` logs up to each step). Why: a paired test across
+  questions separates a real fall from the noise of k samples on N questions, where one noisy drop on a few
+  questions is common; the best earlier evaluation is the level the run fell from; a fall with a falling
+  reward is a failing run, not a hacked reward. The reference is selected as a maximum, which makes drops
+  look larger than they are, so ``alpha`` defaults to a strict 0.01.
+- ``unparseable_rising`` (``heldout/unparseable``): the latest evaluation against the earlier one with the
+  lowest unparseable share (the earliest on ties), the same paired sign-flip test on per-question shares of
+  samples with no final answer; flags when the share rose and p < ``alpha``. Why: a policy that stops
+  writing a gradable answer is drifting away from the format, whatever the reward says.
+- ``length_collapse`` (``completions/mean_length``): the mean of the last ``window`` logged values is below
+  ``length_collapse`` times the mean of the first ``window`` (needs 2 x ``window`` logged values). Why:
+  completions shrinking to a fraction of their early length means the policy stopped reasoning (or found a
+  short answer the reward likes); a window smooths the per-step noise of small batches.
+- ``length_at_cap`` (``completions/clipped_ratio``): the mean of the last ``window`` logged values is at or
+  above ``cap_share``. Why: completions pinned at the length cap are truncated, so their answers go
+  unparsed and their rewards measure the cap, not the policy (often a repetition loop).
+- ``kl_spike`` (``kl``): the latest logged value is above ``kl_spike`` times the median of the earlier ones
+  (at least ``window`` of them) and above ``kl_floor``. Why: a sudden jump of the policy away from the
+  reference is how collapse usually starts; the median ignores earlier spikes, and the floor keeps tiny
+  early KLs (near 0, so any rise is many times the median) from flagging. No ``kl`` logged (TRL logs none
+  when beta = 0) never flags.
+
+Fewer than two evaluations raise no held-out flag (there is nothing to compare); the training-log flags
+need no evaluation.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+
+from stats.paired import sign_flip
+from stats.trainer_state import metric_series
+
+# Columns of history["evaluations"][i]["per_question"][id] = [correct, samples, unparseable].
+_CORRECT, _SAMPLES, _UNPARSEABLE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class AlarmSettings:
+    """Thresholds of the alarms (see the module docstring for each rule).
+
+    Attributes:
+        alpha: Paired tests flag at p < alpha.
+        length_collapse: Mean completion length falls below this share of its early level.
+        cap_share: ``completions/clipped_ratio`` at or above this is "pinned at the cap".
+        kl_spike: ``kl`` above this many times its earlier median (and above ``kl_floor``) is a spike.
+        kl_floor: ``kl`` at or below this never flags.
+        window: Logged steps averaged for the "early" and "recent" levels.
+    """
+
+    alpha: float = 0.01
+    length_collapse: float = 0.5
+    cap_share: float = 0.9
+    kl_spike: float = 10.0
+    kl_floor: float = 0.05
+    window: int = 3
+
+    def problems(self, section: str = "alarms") -> list[str]:
+        """Every rule the values break, each naming ``<section>.<key>``, for the recipe's validation."""
+        shares = {"alpha": self.alpha, "length_collapse": self.length_collapse, "cap_share": self.cap_share}
+        problems = [
+            f"{section}.{key} must be a number above 0 and at most 1, got {value!r}"
+            for key, value in shares.items()
+            if not _is_number(value) or not 0 < value <= 1
+        ]
+        if not _is_number(self.kl_spike) or self.kl_spike <= 1:
+            problems.append(f"{section}.kl_spike must be a multiple above 1, got {self.kl_spike!r}")
+        if not _is_number(self.kl_floor) or self.kl_floor < 0:
+            problems.append(f"{section}.kl_floor must be a number >= 0, got {self.kl_floor!r}")
+        if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window < 1:
+            problems.append(f"{section}.window must be a positive integer, got {self.window!r}")
+        return problems
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Alarm:
+    """One flag.
+
+    Attributes:
+        kind: reward_hacking | length_collapse | length_at_cap | unparseable_rising | kl_spike.
+        metric: The logged metric it is about: heldout/accuracy, completions/mean_length,
+            completions/clipped_ratio, heldout/unparseable or kl.
+        steps: The (from, to) training steps the flag is about.
+        message: One line naming the metric, the steps, the numbers and the test.
+    """
+
+    kind: str
+    metric: str
+    steps: tuple[int, int]
+    message: str
+
+    def as_record(self) -> dict:
+        """The JSON form kept in ``history["alarms"]``."""
+        return {"kind": self.kind, "metric": self.metric, "steps": list(self.steps), "message": self.message}
+
+
+def _shares(evaluation: dict, ids: list[str], column: int) -> list[Fraction]:
+    """Exact per-question share (correct or unparseable over samples) for the given question ids."""
+    table = evaluation["per_question"]
+    return [Fraction(table[qid][column], table[qid][_SAMPLES]) for qid in ids]
+
+
+def _paired_change(earlier: dict, latest: dict, column: int) -> tuple[float, float, int] | None:
+    """Sign-flip test of latest - earlier per-question shares over the questions both evaluated.
+
+    Returns:
+        ``(mean difference, p-value, questions)``, or None when no question is shared or no difference
+        is nonzero (the test is undefined and nothing changed).
+    """
+    ids = sorted(
+        qid
+        for qid, row in latest["per_question"].items()
+        if row[_SAMPLES] > 0 and earlier["per_question"].get(qid, (0, 0, 0))[_SAMPLES] > 0
+    )
+    if not ids:
+        return None
+    diffs = [new - old for new, old in zip(_shares(latest, ids, column), _shares(earlier, ids, column))]
+    result = sign_flip(diffs)
+    if result.p_value is None:
+        return None
+    return result.statistic, result.p_value, len(ids)
+
+
+def _recent_mean(series: dict[int, float], step: int, window: int) -> float | None:
+    """Mean of the last ``window`` logged values at or before ``step``, or None when none is logged."""
+    values = [value for logged, value in sorted(series.items()) if logged <= step][-window:]
+    return statistics.fmean(values) if values else None
+
+
+def _rewards(best: dict, latest: dict, log_history: list[dict], window: int) -> tuple[float, float] | None:
+    """Training reward at the two evaluations: their ``reward`` fields, else means over the training log."""
+    if best.get("reward") is not None and latest.get("reward") is not None:
+        return best["reward"], latest["reward"]
+    series = metric_series(log_history, "reward")
+    before, after = (_recent_mean(series, e["step"], window) for e in (best, latest))
+    return None if before is None or after is None else (before, after)
+
+
+def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    *earlier, latest = evaluations
+    best = max(earlier, key=lambda e: e["accuracy"])  # max keeps the first of equals: the earliest
+    change = _paired_change(best, latest, _CORRECT)
+    if change is None or change[0] >= 0 or change[1] >= settings.alpha:
+        return None
+    rewards = _rewards(best, latest, log_history, settings.window)
+    if rewards is None or rewards[1] <= rewards[0]:
+        return None
+    steps = (best["step"], latest["step"])
+    return Alarm(
+        "reward_hacking",
+        "heldout/accuracy",
+        steps,
+        f"heldout/accuracy fell {best['accuracy']:.1%} -> {latest['accuracy']:.1%} "
+        f"(step {steps[0]} -> step {steps[1]}, paired sign-flip p = {change[1]:.2g} over {change[2]} "
+        f"questions) while the training reward rose {rewards[0]:.2f} -> {rewards[1]:.2f}",
+    )
+
+
+def _unparseable_rising(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    *earlier, latest = evaluations
+    lowest = min(earlier, key=lambda e: e["unparseable"])  # min keeps the first of equals: the earliest
+    change = _paired_change(lowest, latest, _UNPARSEABLE)
+    if change is None or change[0] <= 0 or change[1] >= settings.alpha:
+        return None
+    steps = (lowest["step"], latest["step"])
+    return Alarm(
+        "unparseable_rising",
+        "heldout/unparseable",
+        steps,
+        f"heldout/unparseable rose {lowest['unparseable']:.1%} -> {latest['unparseable']:.1%} "
+        f"(step {steps[0]} -> step {steps[1]}, paired sign-flip p = {change[1]:.2g} over {change[2]} "
+        "questions): the policy is writing fewer answers the grader can read",
+    )
+
+
+def _logged(log_history: list[dict], key: str) -> list[tuple[int, float]]:
+    return sorted(metric_series(log_history, key).items())
+
+
+def _mean(points: list[tuple[int, float]]) -> float:
+    return statistics.fmean(value for _, value in points)
+
+
+def _length_collapse(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    points, window = _logged(log_history, "completions/mean_length"), settings.window
+    if len(points) < 2 * window:
+        return None
+    early, recent = points[:window], points[-window:]
+    if _mean(recent) >= settings.length_collapse * _mean(early):
+        return None
+    steps = (early[0][0], recent[-1][0])
+    return Alarm(
+        "length_collapse",
+        "completions/mean_length",
+        steps,
+        f"completions/mean_length fell {_mean(early):.1f} -> {_mean(recent):.1f} tokens (step {steps[0]} -> "
+        f"step {steps[1]}; means of the first and the last {window} logged values, steps "
+        f"{early[0][0]}-{early[-1][0]} and {recent[0][0]}-{recent[-1][0]}), below "
+        f"{settings.length_collapse:.0%} of its early level",
+    )
+
+
+def _length_at_cap(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    points, window = _logged(log_history, "completions/clipped_ratio"), settings.window
+    if len(points) < window or _mean(points[-window:]) < settings.cap_share:
+        return None
+    recent = points[-window:]
+    steps = (recent[0][0], recent[-1][0])
+    return Alarm(
+        "length_at_cap",
+        "completions/clipped_ratio",
+        steps,
+        f"completions/clipped_ratio averaged {_mean(recent):.1%} over the last {window} logged values "
+        f"(step {steps[0]} -> step {steps[1]}), at or above {settings.cap_share:.0%}: completions are pinned "
+        "at the length cap (truncated, often a repetition loop)",
+    )
+
+
+def _kl_spike(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    points = _logged(log_history, "kl")
+    if len(points) < settings.window + 1:
+        return None
+    *earlier, (step, latest) = points
+    median = statistics.median(value for _, value in earlier)
+    if latest <= settings.kl_floor or latest <= settings.kl_spike * median:
+        return None
+    return Alarm(
+        "kl_spike",
+        "kl",
+        (earlier[0][0], step),
+        f"kl spiked to {latest:.4g} at step {step}, over {settings.kl_spike:g}x the median {median:.4g} of "
+        f"the {len(earlier)} earlier logged values (step {earlier[0][0]} -> step {step}) and above the "
+        f"floor {settings.kl_floor:g}",
+    )
+
+
+# kind -> (check, needs at least two held-out evaluations)
+_CHECKS: dict[str, tuple[Callable, bool]] = {
+    "reward_hacking": (_reward_hacking, True),
+    "unparseable_rising": (_unparseable_rising, True),
+    "length_collapse": (_length_collapse, False),
+    "length_at_cap": (_length_at_cap, False),
+    "kl_spike": (_kl_spike, False),
+}
+
+
+def check_alarms(history: dict, log_history: list[dict], settings: AlarmSettings) -> list[Alarm]:
+    """New alarms after the latest evaluation; a kind already in ``history["alarms"]`` is not raised again.
+
+    Args:
+        history: The held-out history (``{"format": 1, "evaluations": [...], "alarms": [...], ...}``),
+            evaluations in step order, the latest included.
+        log_history: The trainer's logged dicts (``state.log_history``), each with ``"step"``.
+        settings: The thresholds.
+
+    Returns:
+        The new alarms, at most one per kind, in the order reward_hacking, unparseable_rising,
+        length_collapse, length_at_cap, kl_spike.
+    """
+    raised = {alarm.get("kind") for alarm in history.get("alarms") or []}
+    evaluations = history.get("evaluations") or []
+    alarms = []
+    for kind, (check, needs_evaluations) in _CHECKS.items():
+        if kind in raised or (needs_evaluations and len(evaluations) < 2):
+            continue
+        alarm = check(evaluations, log_history, settings)
+        if alarm is not None:
+            alarms.append(alarm)
+    return alarms
+
+
+def plateaued(history: dict, patience: int) -> str | None:
+    """The stop reason when held-out accuracy has plateaued, else None.
+
+    It has when none of the last ``patience`` evaluations beat (strictly higher accuracy) the best evaluation
+    before them. Counted in evaluations, not steps, so the rule means the same whatever ``every_steps`` is.
+
+    Args:
+        history: The held-out history, evaluations in step order.
+        patience: Evaluations without improvement to tolerate, at least 1.
+
+    Returns:
+        A one-line reason naming the metric, the best step and the steps without improvement, or None (also
+        when there are no more than ``patience`` evaluations).
+
+    Raises:
+        ValueError: ``patience`` is not a positive integer.
+    """
+    if not isinstance(patience, int) or isinstance(patience, bool) or patience < 1:
+        raise ValueError(f"patience must be a positive integer (evaluations), got {patience!r}")
+    evaluations = history.get("evaluations") or []
+    if len(evaluations) <= patience:
+        return None
+    before, recent = evaluations[:-patience], evaluations[-patience:]
+    best = max(before, key=lambda e: e["accuracy"])
+    if any(e["accuracy"] > best["accuracy"] for e in recent):
+        return None
+    steps = ", ".join(str(e["step"]) for e in recent)
+    return (
+        f"heldout/accuracy plateaued: the last {patience} evaluations (steps {steps}) did not beat its best "
+        f"{best['accuracy']:.1%} at step {best['step']}"
+    )
