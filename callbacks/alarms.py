@@ -70,26 +70,6 @@ class AlarmSettings:
     kl_floor: float = 0.05
     window: int = 3
 
-    def problems(self, section: str = "alarms") -> list[str]:
-        """Every rule the values break, each naming ``<section>.<key>``, for the recipe's validation."""
-        shares = {"alpha": self.alpha, "length_collapse": self.length_collapse, "cap_share": self.cap_share}
-        problems = [
-            f"{section}.{key} must be a number above 0 and at most 1, got {value!r}"
-            for key, value in shares.items()
-            if not _is_number(value) or not 0 < value <= 1
-        ]
-        if not _is_number(self.kl_spike) or self.kl_spike <= 1:
-            problems.append(f"{section}.kl_spike must be a multiple above 1, got {self.kl_spike!r}")
-        if not _is_number(self.kl_floor) or self.kl_floor < 0:
-            problems.append(f"{section}.kl_floor must be a number >= 0, got {self.kl_floor!r}")
-        if not isinstance(self.window, int) or isinstance(self.window, bool) or self.window < 1:
-            problems.append(f"{section}.window must be a positive integer, got {self.window!r}")
-        return problems
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
 
 @dataclass(frozen=True)
 class Alarm:
@@ -119,12 +99,17 @@ def _shares(evaluation: dict, ids: list[str], column: int) -> list[Fraction]:
     return [Fraction(table[qid][column], table[qid][_SAMPLES]) for qid in ids]
 
 
-def _paired_change(earlier: dict, latest: dict, column: int) -> tuple[float, float, int] | None:
+def _paired_change(
+    earlier: dict, latest: dict, column: int, *, references: int
+) -> tuple[float, float, int] | None:
     """Sign-flip test of latest - earlier per-question shares over the questions both evaluated.
 
+    ``earlier`` was picked as the most extreme of ``references`` evaluations, which makes a change against it
+    look larger than it is; the p-value is Bonferroni-corrected for that choice (times ``references``).
+
     Returns:
-        ``(mean difference, p-value, questions)``, or None when no question is shared or no difference
-        is nonzero (the test is undefined and nothing changed).
+        ``(mean difference, corrected p-value, questions)``, or None when no question is shared or no
+        difference is nonzero (the test is undefined and nothing changed).
     """
     ids = sorted(
         qid
@@ -137,7 +122,7 @@ def _paired_change(earlier: dict, latest: dict, column: int) -> tuple[float, flo
     result = sign_flip(diffs)
     if result.p_value is None:
         return None
-    return result.statistic, result.p_value, len(ids)
+    return result.statistic, min(1.0, result.p_value * references), len(ids)
 
 
 def _recent_mean(series: dict[int, float], step: int, window: int) -> float | None:
@@ -158,7 +143,7 @@ def _rewards(best: dict, latest: dict, log_history: list[dict], window: int) -> 
 def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
     *earlier, latest = evaluations
     best = max(earlier, key=lambda e: e["accuracy"])  # max keeps the first of equals: the earliest
-    change = _paired_change(best, latest, _CORRECT)
+    change = _paired_change(best, latest, _CORRECT, references=len(earlier))
     if change is None or change[0] >= 0 or change[1] >= settings.alpha:
         return None
     rewards = _rewards(best, latest, log_history, settings.window)
@@ -171,14 +156,14 @@ def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: 
         steps,
         f"heldout/accuracy fell {best['accuracy']:.1%} -> {latest['accuracy']:.1%} "
         f"(step {steps[0]} -> step {steps[1]}, paired sign-flip p = {change[1]:.2g} over {change[2]} "
-        f"questions) while the training reward rose {rewards[0]:.2f} -> {rewards[1]:.2f}",
+        f"questions, Bonferroni over {len(earlier)} earlier evaluations) while the training reward rose {rewards[0]:.2f} -> {rewards[1]:.2f}",
     )
 
 
 def _unparseable_rising(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
     *earlier, latest = evaluations
     lowest = min(earlier, key=lambda e: e["unparseable"])  # min keeps the first of equals: the earliest
-    change = _paired_change(lowest, latest, _UNPARSEABLE)
+    change = _paired_change(lowest, latest, _UNPARSEABLE, references=len(earlier))
     if change is None or change[0] <= 0 or change[1] >= settings.alpha:
         return None
     steps = (lowest["step"], latest["step"])
@@ -188,7 +173,7 @@ def _unparseable_rising(evaluations: list[dict], log_history: list[dict], settin
         steps,
         f"heldout/unparseable rose {lowest['unparseable']:.1%} -> {latest['unparseable']:.1%} "
         f"(step {steps[0]} -> step {steps[1]}, paired sign-flip p = {change[1]:.2g} over {change[2]} "
-        "questions): the policy is writing fewer answers the grader can read",
+        f"questions, Bonferroni over {len(earlier)} earlier evaluations): the policy is writing fewer answers the grader can read",
     )
 
 

@@ -89,7 +89,7 @@ def check_combinations(recipe: Recipe) -> None:
             f"model.quantization={recipe.config['model']['quantization']} needs bitsandbytes, which is not "
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
-    errors += _unearnable_formats(recipe) + _missing_trackers(recipe)
+    errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
     for key in ("save_steps", "save_strategy", "reward_weights"):
         if f"trainer.{key}" in where:
             errors.append(
@@ -98,6 +98,23 @@ def check_combinations(recipe: Recipe) -> None:
             )
     if errors:
         raise RecipeError("\n".join(errors))
+
+
+def _unranked_checkpoints(recipe: Recipe) -> list[str]:
+    """Held-out evaluations must fall on every checkpoint's step, or the `best` pointer could not rank them."""
+    heldout, every = recipe.config["heldout"], recipe.config["checkpoint"]["every_steps"]
+    if not heldout["enabled"] or heldout["every_steps"] is None or every % heldout["every_steps"] == 0:
+        return []
+    where = recipe.origins.get("heldout.every_steps", "the recipe")
+    divisors = [d for d in range(1, every + 1) if every % d == 0]
+    return [
+        (
+            f"heldout.every_steps ({heldout['every_steps']}) in {where} does not divide checkpoint.every_steps "
+            f"({every}): checkpoints saved between evaluations would have no held-out accuracy to rank them by. "
+            f"Use a divisor of {every} (e.g. {max(d for d in divisors if d <= heldout['every_steps'])}) or "
+            "null (evaluate at every checkpoint)."
+        )
+    ]
 
 
 def _unearnable_formats(recipe: Recipe) -> list[str]:

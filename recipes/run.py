@@ -98,6 +98,7 @@ def train(recipe) -> Path:
     from callbacks.checkpoint_sync import prepare_checkpointing
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment, check_machine
+    from recipes.heldout import heldout_callback
     from recipes.model import load_config
     from recipes.model_card import model_card
     from recipes.rerun import finished_step, keep_final_adapter
@@ -123,8 +124,16 @@ def train(recipe) -> Path:
         if finished is None:
             if state.is_main_process:
                 write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
-            callbacks = [*plan.callbacks, *build_callbacks(recipe.config["callbacks"])]
+            heldout = heldout_callback(recipe, plan.resume_from)
+            # Held-out first: its on_save writes the checkpoint's history before SealCallback seals the folder.
+            callbacks = [
+                *([heldout] if heldout else []),
+                *plan.callbacks,
+                *build_callbacks(recipe.config["callbacks"]),
+            ]
             trainer = build_trainer(recipe, callbacks=callbacks)
+            if heldout:
+                heldout.attach(trainer)
             if plan.resume_from:
                 logger.info("Resuming from %s", plan.resume_from)
             trainer.train(resume_from_checkpoint=plan.resume_from)

@@ -58,6 +58,31 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "limit": Key((int, None), None, "keep only the first N rows"),
         "max_prompt_tokens": Key((int, None), None, "drop prompts longer than this many tokens"),
     },
+    # Held-out evaluation during training (callbacks/heldout.py): accuracy on questions the run never trains on
+    # nor is finally evaluated on, the best checkpoint, and the alarm. Shipped recipes turn it on.
+    "heldout": {
+        "enabled": Key((bool,), False, "evaluate held-out questions during training"),
+        "questions": Key((int,), 100, "questions drawn (by seed) from the held-out split"),
+        "samples": Key((int,), 2, "completions per question, sampled like training"),
+        "every_steps": Key(
+            (int, None), None, "evaluate every N steps and at the end; null: checkpoint.every_steps"
+        ),
+        "split": Key((str,), "heldout", "split the questions come from (carved from the training split)"),
+        "seed": Key((int,), 0, "seeds the question draw and the sampling (the same every evaluation)"),
+        "batch_size": Key((int,), 64, "completions per generate call"),
+        "stop_on_alarm": Key((bool,), False, "end the run (saving a checkpoint first) when an alarm fires"),
+        "patience": Key((int, None), None, "end the run after N evaluations without a new best; null: never"),
+        "alarm_alpha": Key(
+            (int, float), 0.01, "paired tests flag a held-out fall or unparseable rise at p < this"
+        ),
+        "length_collapse": Key(
+            (int, float), 0.5, "flag completion length below this share of its early level"
+        ),
+        "cap_share": Key(
+            (int, float), 0.9, "flag when this share of completions is clipped at the length cap"
+        ),
+        "kl_spike": Key((int, float), 10.0, "flag KL above this many times its earlier median"),
+    },
     # Keys, defaults and rules live with the code that uses them (callbacks.settings.CheckpointSettings).
     "checkpoint": {
         name: Key(f.metadata["types"], f.default, f.metadata["help"]) for name, f in SETTING_FIELDS.items()
@@ -87,6 +112,15 @@ RANGES: dict[str, tuple[Any, str]] = {
     "trainer.gradient_accumulation_steps": (_at_least(1), "at least 1"),
     "trainer.max_completion_length": (_at_least(1), "at least 1"),
     "trainer.num_iterations": (_at_least(1), "at least 1"),
+    "heldout.questions": (_at_least(1), "at least 1"),
+    "heldout.samples": (_at_least(1), "at least 1"),
+    "heldout.every_steps": (_at_least(1), "null or at least 1"),
+    "heldout.batch_size": (_at_least(1), "at least 1"),
+    "heldout.patience": (_at_least(1), "null or at least 1 (evaluations without a new best)"),
+    "heldout.alarm_alpha": (lambda v: 0 < v < 1, "in (0, 1), e.g. 0.01"),
+    "heldout.length_collapse": (lambda v: 0 < v < 1, "in (0, 1), e.g. 0.5"),
+    "heldout.cap_share": (lambda v: 0 < v <= 1, "in (0, 1], e.g. 0.9"),
+    "heldout.kl_spike": (lambda v: v > 1, "above 1, e.g. 10"),
     "trainer.temperature": (
         lambda v: math.isfinite(v) and v > 0,
         "a finite number above 0 (1.0 samples as is)",
@@ -94,7 +128,7 @@ RANGES: dict[str, tuple[Any, str]] = {
 }
 # Sections that are lists of {name|path: ..., params} specs, validated by their registries.
 LIST_SECTIONS = ("rewards", "callbacks")
-TOP_LEVEL = ("base", "model", "lora", "data", "rewards", "callbacks", "checkpoint", "trainer")
+TOP_LEVEL = ("base", "model", "lora", "data", "rewards", "callbacks", "heldout", "checkpoint", "trainer")
 
 
 def type_name(types: tuple) -> str:

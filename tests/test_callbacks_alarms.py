@@ -55,7 +55,7 @@ def test_a_large_consistent_drop_while_reward_rises_is_reward_hacking():
         "heldout/accuracy",
         (100, 300),
         "heldout/accuracy fell 75.0% -> 25.0% (step 100 -> step 300, paired sign-flip p = 1.8e-12 over 40 "
-        "questions) while the training reward rose 2.41 -> 3.40",
+        "questions, Bonferroni over 1 earlier evaluations) while the training reward rose 2.41 -> 3.40",
     )
     assert alarm.as_record() == {
         "kind": "reward_hacking",
@@ -128,8 +128,9 @@ def test_unparseable_rising_against_the_lowest_earlier_share():
     assert alarm.kind == "unparseable_rising" and alarm.metric == "heldout/unparseable"
     assert alarm.steps == (200, 300)
     assert alarm.message.startswith(
-        "heldout/unparseable rose 0.0% -> 50.0% (step 200 -> step 300, paired sign-flip p = 1.8e-12 over 40 "
-        "questions)"
+        # 2 / 2**40, times the 2 earlier evaluations the lowest share was picked from
+        "heldout/unparseable rose 0.0% -> 50.0% (step 200 -> step 300, paired sign-flip p = 3.6e-12 over 40 "
+        "questions, Bonferroni over 2 earlier evaluations)"
     )
 
 
@@ -273,18 +274,3 @@ def test_plateau_patience_must_be_a_positive_integer(patience):
         ValueError, match=rf"patience must be a positive integer \(evaluations\), got {patience!r}"
     ):
         plateaued(_accuracies(0.1, 0.2), patience)
-
-
-def test_settings_problems_name_each_key():
-    assert AlarmSettings().problems() == []
-    bad = AlarmSettings(
-        alpha=0.0, length_collapse=1.5, cap_share="high", kl_spike=1.0, kl_floor=-0.1, window=0
-    )
-    assert bad.problems("heldout.alarms") == [
-        "heldout.alarms.alpha must be a number above 0 and at most 1, got 0.0",
-        "heldout.alarms.length_collapse must be a number above 0 and at most 1, got 1.5",
-        "heldout.alarms.cap_share must be a number above 0 and at most 1, got 'high'",
-        "heldout.alarms.kl_spike must be a multiple above 1, got 1.0",
-        "heldout.alarms.kl_floor must be a number >= 0, got -0.1",
-        "heldout.alarms.window must be a positive integer, got 0",
-    ]

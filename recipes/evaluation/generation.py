@@ -141,6 +141,7 @@ def generation_config(base, decoding: Decoding, pad_token_id: int):
         top_k=0 if not decoding.greedy else None,
         repetition_penalty=1.0,
         pad_token_id=pad_token_id,
+        use_cache=True,  # training with activation checkpointing turns the model's cache off
         **sampling,
     )
     return config

@@ -1,0 +1,196 @@
+"""Held-out accuracy during training: evaluate, log, keep the history, mark the best checkpoint, raise alarms.
+
+    heldout: {enabled: true, questions: 100, samples: 2}      # in a recipe; recipes/run.py builds the callback
+
+Every ``every_steps`` steps and at the end, the policy answers the same held-out questions with the same seeds
+(recipes/evaluation/live.py). Records go to ``OUTPUT_DIR/heldout/step-N.jsonl`` (evaluate.py's schema, so
+``python -m stats.compare`` compares any two steps); ``heldout/accuracy`` and its 95% interval go to the
+trainer's log (trainer_state.json, and any ``report_to`` tracker); the history (``heldout/history.json``, and a
+copy in every checkpoint as ``heldout.json``, which its manifest covers and which resume reads back) keeps
+each evaluation's per-question counts for the alarm's paired tests and for ``python -m stats.curves``.
+
+The best evaluation that falls on a checkpoint becomes the Trainer's ``best_model_checkpoint`` (local
+rotation keeps it); the ``best`` pointer is derived from the manifests (callbacks/best.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from fractions import Fraction
+from pathlib import Path
+
+from transformers import Trainer, TrainerCallback
+
+from callbacks.alarms import AlarmSettings, check_alarms, plateaued
+from callbacks.errors import CheckpointError
+from recipes.atomic import write_text_atomically
+from recipes.evaluation.live import HeldoutPlan, evaluate_live
+from stats.paired import t_interval
+
+logger = logging.getLogger(__name__)
+FORMAT = 1
+HISTORY_NAME = "heldout.json"  # inside each checkpoint-N folder
+
+
+def empty_history() -> dict:
+    return {"format": FORMAT, "evaluations": [], "alarms": [], "stopped": None}
+
+
+def read_history(path: Path) -> dict | None:
+    """A history file (None when absent); CheckpointError naming the file when it is not one."""
+    if not path.is_file():
+        return None
+    try:
+        history = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not a held-out history (invalid JSON: {e}).") from None
+    if not isinstance(history, dict) or history.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path} is not a held-out history of format {FORMAT}; it was not written here."
+        )
+    return history
+
+
+def history_until(history: dict, step: int) -> dict:
+    """The history as it stood at ``step``: a resumed run forgets what came after its checkpoint."""
+    return {
+        **history,
+        "evaluations": [e for e in history["evaluations"] if e["step"] <= step],
+        "alarms": [a for a in history["alarms"] if a["steps"][1] <= step],
+        "stopped": history["stopped"] if history["stopped"] and history["stopped"]["step"] <= step else None,
+    }
+
+
+def summarize(records: list[dict], step: int, reward: float | None) -> dict:
+    """One history entry: accuracy, its 95% interval over questions, unparseable share, per-question counts."""
+    per_question: dict[str, list[int]] = {}
+    for r in records:
+        counts = per_question.setdefault(r["id"], [0, 0, 0])
+        counts[0] += bool(r["correct"])
+        counts[1] += 1
+        counts[2] += r["pred"] is None
+    interval = t_interval([Fraction(c, n) for c, n, _ in per_question.values()])
+    return {
+        "step": step,
+        "accuracy": sum(bool(r["correct"]) for r in records) / len(records),
+        "low": interval[0] if interval else None,
+        "high": interval[1] if interval else None,
+        "questions": len(per_question),
+        "samples": len(records) // len(per_question),
+        "unparseable": sum(r["pred"] is None for r in records) / len(records),
+        "mean_tokens": sum(r["n_tokens"] for r in records) / len(records),
+        "reward": reward,
+        "records": f"heldout/step-{step}.jsonl",
+        "per_question": per_question,
+    }
+
+
+class HeldoutCallback(TrainerCallback):
+    """Run the held-out plan every ``every_steps`` steps and at the end; see the module docstring.
+
+    Args:
+        plan: The questions, samples, seeds and decoding of every evaluation.
+        output_dir: The trainer's output_dir (records, history, checkpoints).
+        every_steps: Steps between evaluations.
+        alarms: Alarm thresholds.
+        stop_on_alarm: End the run (saving a checkpoint first) when an alarm fires.
+        patience: End the run after this many evaluations without a new best (None: never).
+        history: The resumed run's history (None: a new run).
+    """
+
+    def __init__(
+        self,
+        plan: HeldoutPlan,
+        output_dir: str | Path,
+        every_steps: int,
+        alarms: AlarmSettings,
+        *,
+        stop_on_alarm: bool = False,
+        patience: int | None = None,
+        history: dict | None = None,
+    ):
+        self.plan, self.output_dir, self.every_steps = plan, Path(output_dir), every_steps
+        self.alarms, self.stop_on_alarm, self.patience = alarms, stop_on_alarm, patience
+        self.history = history or empty_history()
+        self.trainer: Trainer | None = None
+
+    def attach(self, trainer: Trainer) -> None:
+        """Give the callback the trainer it evaluates (its model, accelerator and log)."""
+        self.trainer = trainer
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step
+        # DefaultFlowCallback ran first: should_training_stop is set at max_steps, so "the end" is known here.
+        if step % self.every_steps and not control.should_training_stop:
+            return
+        if any(e["step"] == step for e in self.history["evaluations"]):
+            return
+        records = evaluate_live(self.trainer, self.plan, step)
+        entry = summarize(records, step, self._reward_since(state.log_history))
+        self.history["evaluations"].append(entry)
+        if state.is_world_process_zero:
+            text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            write_text_atomically(self.output_dir / entry["records"], text)
+        self._log(entry)
+        if control.should_save:
+            self._mark_best(state, entry)
+        reasons = self._alarm(state) + self._plateau()
+        if reasons and not self.history["stopped"]:
+            self.history["stopped"] = {"step": step, "reason": "; ".join(reasons)}
+            logger.warning(
+                "Ending the run at step %d, saving checkpoint-%d first: %s", step, step, reasons[0]
+            )
+            control.should_training_stop = True
+            if not control.should_save:
+                control.should_save = True
+                self._mark_best(state, entry)
+        if state.is_world_process_zero:
+            write_text_atomically(self.output_dir / "heldout" / "history.json", json.dumps(self.history))
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        # Runs before SealCallback: the checkpoint's manifest covers its history, which resume reads back.
+        if state.is_world_process_zero:
+            folder = self.output_dir / f"checkpoint-{state.global_step}"
+            history = history_until(self.history, state.global_step)
+            write_text_atomically(folder / HISTORY_NAME, json.dumps(history))
+
+    def _reward_since(self, log_history: list[dict]) -> float | None:
+        previous = self.history["evaluations"][-1]["step"] if self.history["evaluations"] else 0
+        rewards = [e["reward"] for e in log_history if "reward" in e and e.get("step", 0) > previous]
+        return sum(rewards) / len(rewards) if rewards else None
+
+    def _log(self, entry: dict) -> None:
+        metrics = {"heldout/accuracy": entry["accuracy"], "heldout/unparseable": entry["unparseable"]}
+        if entry["low"] is not None:
+            metrics |= {"heldout/accuracy_low": entry["low"], "heldout/accuracy_high": entry["high"]}
+        # Trainer.log, not GRPOTrainer.log: TRL's would flush its half-accumulated step metrics into this entry.
+        Trainer.log(self.trainer, metrics)
+        interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
+        best = max(self.history["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
+        logger.info(
+            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples), no answer %.1f%%; best %.1f%% at "
+            "step %d",
+            entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"],
+            100 * entry["unparseable"], 100 * best["accuracy"], best["step"],
+        )  # fmt: skip
+
+    def _mark_best(self, state, entry: dict) -> None:
+        """A new best evaluation on a checkpoint: the Trainer keeps that checkpoint through rotation."""
+        if state.best_metric is None or entry["accuracy"] > state.best_metric:
+            state.best_metric = entry["accuracy"]
+            state.best_global_step = entry["step"]
+            state.best_model_checkpoint = str(self.output_dir / f"checkpoint-{entry['step']}")
+
+    def _alarm(self, state) -> list[str]:
+        """Log each new alarm as a warning; the reasons to stop, when the recipe says alarms end the run."""
+        new = check_alarms(self.history, state.log_history, self.alarms)
+        for alarm in new:
+            logger.warning("ALARM %s (%s): %s", alarm.kind, alarm.metric, alarm.message)
+            self.history["alarms"].append(alarm.as_record())
+        return [f"alarm {a.kind}: {a.message}" for a in new] if self.stop_on_alarm else []
+
+    def _plateau(self) -> list[str]:
+        reason = plateaued(self.history, self.patience) if self.patience else None
+        return [reason] if reason else []

@@ -1,0 +1,124 @@
+"""Evaluate the policy being trained, in the training process: evaluate.py's batched generation and grader on
+the live model, so a held-out score during training means what an evaluation after it would.
+
+Used by callbacks/heldout.py; not a command of its own.
+
+Every process generates its share of the batches and the records are gathered on all of them. Each process makes
+the same number of ``generate`` calls (short shares repeat their last batch, discarded), because with ZeRO-3 or
+FSDP every forward pass is a collective. The training RNG is left as it was: sampling here must not change what
+the run draws next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from recipes.evaluation.generation import Decoding, HFGenerator, derive_seed, prompt_token_ids
+from recipes.evaluation.records import make_record
+
+
+@dataclass(frozen=True)
+class HeldoutPlan:
+    """What one held-out evaluation generates: the same questions, samples and seeds every time.
+
+    Attributes:
+        rows: The drawn held-out rows (``id``, ``prompt``, ``question``, ``gold``, ...).
+        samples: Completions per question.
+        seed: Seeds every sample (with the question id and sample index), so evaluations at different steps
+            draw with common random numbers and differ only by the policy.
+        batch_size: Completions per ``generate`` call.
+        decoding: Sampling settings (the training sampling).
+        style: The format reward's answer style, for ``format_ok`` and strict grading.
+        settings: Fields every record carries (evaluate.py's: model, adapter_path, seed, split, source, decoding).
+    """
+
+    rows: list[dict]
+    samples: int
+    seed: int
+    batch_size: int
+    decoding: Decoding
+    style: str | None
+    settings: dict
+
+    def batches(self) -> list[list[tuple[int, int]]]:
+        """(question index, sample) units cut into batches, in plan order."""
+        units = [(q, k) for q in range(len(self.rows)) for k in range(self.samples)]
+        return [units[i : i + self.batch_size] for i in range(0, len(units), self.batch_size)]
+
+
+def share(batches: list, rank: int, world: int) -> tuple[list, int]:
+    """This process's batches (round robin) padded to the longest share, and how many of them are real.
+
+    >>> share([["a"], ["b"], ["c"]], 1, 2)
+    ([['b'], ['b']], 1)
+    """
+    mine = batches[rank::world]
+    calls = -(-len(batches) // world)
+    filler = mine[-1] if mine else batches[0]
+    return mine + [filler] * (calls - len(mine)), len(mine)
+
+
+def generate_context(trainer):
+    """The context TRL's own generation uses: an unwrapped model (ZeRO-3 weights gathered, FSDP v1 summoned)."""
+    import torch
+    from trl.distributed import DistributedBackend
+    from trl.models import unwrap_model_for_generation
+
+    stack = contextlib.ExitStack()
+    model = stack.enter_context(
+        unwrap_model_for_generation(
+            trainer.model_wrapped,
+            trainer.accelerator,
+            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+        )
+    )
+    stack.enter_context(torch.no_grad())
+    stack.enter_context(
+        DistributedBackend(trainer.accelerator).summon_full_params(trainer.model_wrapped, recurse=False)
+    )
+    return stack, model
+
+
+def evaluate_live(trainer, plan: HeldoutPlan, step: int) -> list[dict]:
+    """Generate and grade the plan with the trainer's current policy; every process gets all records.
+
+    Returns:
+        evaluate.py records in plan order, each with ``step``.
+    """
+    import torch
+    from accelerate.utils import gather_object
+
+    state = trainer.accelerator.state
+    tokenizer = trainer.processing_class
+    padding_side = tokenizer.padding_side
+    batches = plan.batches()
+    calls, real = share(batches, state.process_index, state.num_processes)
+    prompts = prompt_token_ids(tokenizer, [row["prompt"] for row in plan.rows])
+    was_training = trainer.model.training
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    records = []
+    stack, model = generate_context(trainer)
+    with stack, torch.random.fork_rng(devices=devices):
+        model.eval()
+        try:
+            generator = HFGenerator(model, tokenizer, plan.decoding)
+            for i, batch in enumerate(calls):
+                seeds = [derive_seed(plan.seed, plan.rows[q]["id"], k) for q, k in batch]
+                completions = generator.generate([prompts[q] for q, _ in batch], seeds)
+                if i < real:
+                    records += [
+                        {
+                            **make_record(plan.rows[q], k, c, plan.style, plan.settings, engine="hf"),
+                            "step": step,
+                        }
+                        for (q, k), c in zip(batch, completions)
+                    ]
+        finally:
+            tokenizer.padding_side = padding_side
+            model.train(was_training)
+    if state.num_processes > 1:
+        records = gather_object(records)
+    order = {(row["id"], k): i for i, row in enumerate(plan.rows) for k in range(plan.samples)}
+    return sorted(records, key=lambda r: order[(r["id"], r["sample"])])

@@ -1,0 +1,93 @@
+"""Held-out evaluation during training: the plan, the history, its summary of records, and the recipe checks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from callbacks.errors import CheckpointError
+from callbacks.heldout import empty_history, history_until, read_history, summarize
+from recipes.evaluation.live import share
+from recipes.heldout import heldout_plan
+from recipes.recipe import RecipeError, load_recipe
+from recipes.tasks.sources import DataError
+
+
+def record(qid: str, sample: int, correct: bool, pred: str | None = "1") -> dict:
+    return {"id": qid, "sample": sample, "correct": correct, "pred": pred, "n_tokens": 10 + sample}
+
+
+def test_summary_counts_each_question_and_gives_a_question_clustered_interval():
+    records = [
+        record("a", 0, True), record("a", 1, True),
+        record("b", 0, False, None), record("b", 1, True),
+        record("c", 0, False), record("c", 1, False, None),
+    ]  # fmt: skip
+    entry = summarize(records, 40, reward=2.5)
+    assert entry["accuracy"] == pytest.approx(3 / 6) and entry["unparseable"] == pytest.approx(2 / 6)
+    assert (entry["questions"], entry["samples"], entry["mean_tokens"]) == (3, 2, 10.5)
+    assert entry["per_question"] == {"a": [2, 2, 0], "b": [1, 2, 1], "c": [0, 2, 1]}
+    # t interval over the per-question accuracies 1, 1/2, 0: mean 1/2, sd 1/2, t(0.975, 2) = 4.303
+    half = 4.302652729911275 * 0.5 / 3**0.5
+    assert entry["low"] == pytest.approx(0.5 - half) and entry["high"] == pytest.approx(0.5 + half)
+    assert (entry["step"], entry["reward"], entry["records"]) == (40, 2.5, "heldout/step-40.jsonl")
+
+
+def test_a_resumed_history_forgets_what_came_after_its_checkpoint():
+    history = empty_history()
+    history["evaluations"] = [{"step": s, "accuracy": 0.1} for s in (10, 20, 30)]
+    history["alarms"] = [{"kind": "kl_spike", "steps": [10, 30]}]
+    history["stopped"] = {"step": 30, "reason": "alarm"}
+    cut = history_until(history, 20)
+    assert [e["step"] for e in cut["evaluations"]] == [10, 20]
+    assert cut["alarms"] == [] and cut["stopped"] is None
+    assert history_until(history, 30) == history
+
+
+def test_a_history_file_that_is_not_one_is_refused_naming_it(tmp_path):
+    assert read_history(tmp_path / "heldout.json") is None
+    bad = tmp_path / "heldout.json"
+    bad.write_text("{not json")
+    with pytest.raises(CheckpointError, match=r"heldout\.json is not a held-out history \(invalid JSON"):
+        read_history(bad)
+    bad.write_text(json.dumps({"evaluations": []}))
+    with pytest.raises(CheckpointError, match="not a held-out history of format 1"):
+        read_history(bad)
+
+
+def test_every_process_makes_the_same_number_of_generate_calls():
+    batches = [[i] for i in range(5)]
+    shares = [share(batches, rank, 3) for rank in range(3)]
+    assert [len(calls) for calls, _ in shares] == [2, 2, 2]
+    assert [real for _, real in shares] == [2, 2, 1]
+    assert sorted(b[0] for calls, real in shares for b in calls[:real]) == list(range(5))
+    assert share([[0]], 1, 2) == ([[0]], 0)  # more processes than batches: a repeated, discarded call
+
+
+def test_the_plan_draws_held_out_questions_never_trained_on_nor_tested():
+    from recipes.data import load_split
+
+    recipe = load_recipe("arith_tiny", ["heldout.enabled=true", "heldout.questions=60", "heldout.samples=3"])
+    plan = heldout_plan(recipe)
+    ids = [row["id"] for row in plan.rows]
+    assert len(ids) == len(set(ids)) == 60 and len(plan.batches()) == -(-180 // 64)
+    data = {**recipe.config["data"], "max_prompt_tokens": None}
+    for split in ("train", "test"):
+        assert not set(ids) & set(load_split(data, split=split)["id"])
+    # A larger draw keeps the smaller one's questions, as evaluate.py's does.
+    bigger = heldout_plan(load_recipe("arith_tiny", ["heldout.enabled=true", "heldout.questions=80"]))
+    assert set(ids) <= {row["id"] for row in bigger.rows}
+    assert plan.settings["split"] == "heldout" and plan.decoding.temperature == 1.0
+    with pytest.raises(DataError, match=r"heldout\.questions is 500 but the heldout split .* has 200"):
+        heldout_plan(load_recipe("arith_tiny", ["heldout.enabled=true", "heldout.questions=500"]))
+
+
+def test_evaluations_must_fall_on_every_checkpoint():
+    with pytest.raises(
+        RecipeError, match=r"heldout\.every_steps \(30\) .* does not divide checkpoint\.every_steps"
+    ):
+        load_recipe("arith_tiny", ["heldout.enabled=true", "heldout.every_steps=30"])
+    assert load_recipe("arith_tiny", ["heldout.enabled=true", "heldout.every_steps=50"])
+    with pytest.raises(RecipeError, match=r"heldout\.alarm_alpha"):
+        load_recipe("arith_tiny", ["heldout.alarm_alpha=2"])
