@@ -86,7 +86,7 @@ def _alarm(entry, path: Path, i: int) -> Alarm:
     if not isinstance(steps, list) or len(steps) < 2 or not isinstance(entry.get("kind"), str):
         raise InputError(f"{path}: {where} needs a 'kind' string and a 'steps' list of two steps. {_FIX}")
     return Alarm(
-        entry["kind"], tuple(_step(s, path, f"{where}.steps") for s in steps), str(entry.get("message"))
+        entry["kind"], tuple(_step(s, path, f"{where}.steps") for s in steps), str(entry.get("message", ""))
     )
 
 
