@@ -2,10 +2,12 @@
 
     python -m stats.curves OUTPUT_DIR [--out curves.png]
 
-Panels: reward mean with a mean +- std band (TRL logs a per-step reward std, not a min/max), each reward's
-mean, loss, KL, completion length (mean with the min-max band TRL logs) and the share of completions clipped
-at max_completion_length. Vertical lines mark the checkpoint-<step> folders found in OUTPUT_DIR. A metric
-that was never logged (KL with beta = 0, say) leaves its panel saying "not logged".
+Panels: reward mean with a mean +- std band (TRL logs a per-step reward std, not a min/max), held-out
+accuracy with its 95% interval beside the training reward (best step, alarms and an early stop marked; see
+stats.heldout_history for where it is read), each reward's mean, loss, KL, completion length (mean with the
+min-max band TRL logs) and the share of completions clipped at max_completion_length. Vertical lines mark
+the checkpoint-<step> folders found in OUTPUT_DIR. A metric that was never logged (KL with beta = 0, say)
+leaves its panel saying "not logged". The held-out evaluations are also printed as a table.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from stats._io import IMAGE_SUFFIXES, check_output_path, save_figure_atomic
+from stats.heldout_curves import draw_heldout
+from stats.heldout_history import HeldoutHistory, heldout_table, load_heldout
 from stats.records import InputError
 from stats.trainer_state import checkpoint_steps, load_trainer_state, metric_series, reward_names
 
@@ -45,7 +49,7 @@ def _band(ax, low: dict[int, float], high: dict[int, float], label: str, color: 
         )
 
 
-def _panels(history: list[dict]) -> list[tuple[str, Callable]]:
+def _panels(history: list[dict], heldout: HeldoutHistory | None) -> list[tuple[str, Callable]]:
     """(title, draw function) per panel; each draw returns the keys it found nothing for."""
 
     def reward(ax) -> list[str]:
@@ -83,6 +87,7 @@ def _panels(history: list[dict]) -> list[tuple[str, Callable]]:
 
     return [
         ("Reward", reward),
+        ("Held-out accuracy", lambda ax: draw_heldout(ax, heldout, metric_series(history, "reward"))),
         ("Reward by function (mean)", per_reward),
         ("Loss", single("loss", "loss")),
         ("KL to the reference model", single("kl", "kl")),
@@ -91,22 +96,28 @@ def _panels(history: list[dict]) -> list[tuple[str, Callable]]:
     ]
 
 
-def draw_curves(history: list[dict], checkpoints: list[int], title: str) -> tuple[Figure, list[str]]:
-    """Draw the six training-curve panels.
+def draw_curves(
+    history: list[dict], checkpoints: list[int], title: str, heldout: HeldoutHistory | None = None
+) -> tuple[Figure, list[str]]:
+    """Draw the seven training-curve panels.
 
     Args:
         history: ``trainer_state["log_history"]``.
         checkpoints: Steps to mark with vertical lines.
         title: Figure title.
+        heldout: The run's held-out evaluations; None: that panel says how to turn them on.
 
     Returns:
         The figure and the keys that had no finite value (their panels say "not logged").
     """
-    fig = Figure(figsize=(15, 8))
+    fig = Figure(figsize=(20, 8))
     FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 3, sharex=True).ravel()
+    axes = fig.subplots(2, 4, sharex=True).ravel()
+    fig.delaxes(axes[-1])  # seven panels in a 2 x 4 grid: the one above the gap needs its own step axis
+    axes = axes[:-1]
+    axes[3].tick_params(labelbottom=True)
     missing: list[str] = []
-    for ax, (panel_title, draw) in zip(axes, _panels(history)):
+    for ax, (panel_title, draw) in zip(axes, _panels(history, heldout)):
         ax.set_title(panel_title, fontsize=10)
         absent = draw(ax)
         missing += absent
@@ -116,7 +127,7 @@ def draw_curves(history: list[dict], checkpoints: list[int], title: str) -> tupl
                     step, color="gray", linestyle=":", linewidth=1, label="checkpoint" if i == 0 else None
                 )
             ax.legend(fontsize=7)
-        else:
+        elif not ax.texts:  # the held-out panel writes its own message
             _not_logged(ax, ", ".join(absent))
     for ax in axes[3:]:
         ax.set_xlabel("step")
@@ -134,10 +145,12 @@ def plot_curves(output_dir: str | Path, out: str | Path) -> dict:
 
     Returns:
         A summary: ``source`` (the trainer_state.json read), ``entries`` (log_history length),
-        ``checkpoints`` (steps), ``missing`` (keys with no finite value; their panels say "not logged").
+        ``checkpoints`` (steps), ``missing`` (keys with no finite value; their panels say "not logged"),
+        ``heldout`` (the `HeldoutHistory`, or None when no held-out evaluation was logged).
 
     Raises:
-        InputError: No usable trainer_state.json, or a log_history without any logged step.
+        InputError: No usable trainer_state.json, a log_history without any logged step, or a malformed
+            held-out history file.
     """
     source, state = load_trainer_state(output_dir)
     history = [e for e in state["log_history"] if isinstance(e, dict)]
@@ -146,9 +159,16 @@ def plot_curves(output_dir: str | Path, out: str | Path) -> dict:
             f"{source}: log_history has no logged step yet (is logging_steps larger than the run?)."
         )
     checkpoints = checkpoint_steps(output_dir)
-    fig, missing = draw_curves(history, checkpoints, f"Training curves: {source}")
+    heldout = load_heldout(output_dir, history, str(source))
+    fig, missing = draw_curves(history, checkpoints, f"Training curves: {source}", heldout)
     save_figure_atomic(fig, out)
-    return {"source": str(source), "entries": len(history), "checkpoints": checkpoints, "missing": missing}
+    return {
+        "source": str(source),
+        "entries": len(history),
+        "checkpoints": checkpoints,
+        "missing": missing,
+        "heldout": heldout,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"read {summary['source']} ({summary['entries']} log entries); checkpoints at steps: {marks}")
     if summary["missing"]:
         print(f"not logged (panels say so): {', '.join(summary['missing'])}")
+    print(heldout_table(summary["heldout"]))
     print(f"wrote {out}")
     return 0
 

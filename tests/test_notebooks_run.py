@@ -150,6 +150,7 @@ def test_2_training_resumes_from_the_remote_checkpoint_after_a_lost_runtime(lab,
     )  # steps 1-2 (their wall-clock step_time too) came from S3
     assert remote_steps(lab) == {2, 4}
     assert (out / "curves.png").read_bytes().startswith(b"\x89PNG")
+    assert "held-out accuracy" in text  # the held-out table (or its "not logged" line) is printed
     assert len(displayed(nb, "image/png")) == 1
     assert_secret_hidden(nb)
 

@@ -48,9 +48,12 @@ def test_panels_show_data_bands_checkpoints_and_not_logged(run_dir):
     history = load_trainer_state(run_dir)[1]["log_history"]
     fig, missing = draw_curves(history, [3, 10], "run")
     axes = {ax.get_title(): ax for ax in fig.axes}
-    assert missing == ["kl"]
+    assert missing == ["heldout/accuracy", "kl"]
     kl = axes["KL to the reference model"]
     assert not kl.lines and [t.get_text() for t in kl.texts] == ["kl\nnot logged"]
+    heldout = axes["Held-out accuracy"]
+    assert not heldout.lines
+    assert [t.get_text() for t in heldout.texts] == ["held-out accuracy\nnot logged (recipe section heldout)"]
     reward = axes["Reward"]
     labels = [t.get_text() for t in reward.get_legend().get_texts()]
     assert "mean ± std over the step's completions (TRL logs no per-step min/max)" in labels
@@ -81,7 +84,8 @@ def test_cli_writes_png_and_reports(capsys, run_dir, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = capsys.readouterr().out
     assert "checkpoint-10/trainer_state.json (11 log entries); checkpoints at steps: 3, 10" in text
-    assert "not logged (panels say so): kl" in text
+    assert "not logged (panels say so): heldout/accuracy, kl" in text
+    assert "held-out accuracy: not logged (recipe section heldout)" in text
     assert main([str(run_dir)]) == 0 and (run_dir / "curves.png").is_file()  # default: OUTPUT_DIR/curves.png
 
 

@@ -1,0 +1,93 @@
+"""The held-out panel of the training curves: accuracy with its 95% interval, the training reward beside it,
+the best step, and the steps where an alarm fired or the run was stopped."""
+
+from __future__ import annotations
+
+from matplotlib.ticker import PercentFormatter
+
+from stats.heldout_history import HeldoutHistory, best_evaluation
+
+NOT_LOGGED = "held-out accuracy\nnot logged (recipe section heldout)"
+_ACCURACY, _REWARD, _ALARM = "tab:green", "tab:blue", "red"
+
+
+def _mark_step(ax, step: int, text: str) -> None:
+    """A dashed red vertical line with its label written along it."""
+    ax.axvline(step, color=_ALARM, linestyle="--", linewidth=1)
+    ax.text(
+        step,
+        0.98,
+        f" {text}",
+        transform=ax.get_xaxis_transform(),
+        color=_ALARM,
+        rotation=90,
+        ha="right",
+        va="top",
+        fontsize=7,
+    )
+
+
+def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -> list[str]:
+    """Draw the held-out panel on ``ax``; the training reward goes on a twin y-axis so both read together.
+
+    Args:
+        ax: The panel.
+        heldout: The run's held-out history, or None.
+        reward: The training reward by step (``metric_series(log_history, "reward")``).
+
+    Returns:
+        ``["heldout/accuracy"]`` when there was nothing to draw (the panel then says how to turn it on),
+        else [].
+    """
+    if heldout is None or not heldout.evaluations:
+        ax.text(0.5, 0.5, NOT_LOGGED, ha="center", va="center", transform=ax.transAxes, color="gray")
+        return ["heldout/accuracy"]
+    evaluations = heldout.evaluations
+    steps = [e.step for e in evaluations]
+    ax.plot(steps, [e.accuracy for e in evaluations], marker="o", color=_ACCURACY, label="held-out accuracy")
+    banded = [e for e in evaluations if e.low is not None and e.high is not None]
+    if banded:
+        ax.fill_between(
+            [e.step for e in banded],
+            [e.low for e in banded],
+            [e.high for e in banded],
+            color=_ACCURACY,
+            alpha=0.2,
+            label="95% interval over questions",
+        )
+    best = best_evaluation(evaluations)
+    ax.plot(
+        [best.step],
+        [best.accuracy],
+        marker="*",
+        markersize=14,
+        color="gold",
+        markeredgecolor="black",
+        linestyle="none",
+        label=f"best: step {best.step}, {best.accuracy:.1%}",
+    )
+    ax.annotate(
+        f"best {best.accuracy:.1%}",
+        (best.step, best.accuracy),
+        textcoords="offset points",
+        xytext=(0, 9),
+        ha="center",
+        fontsize=7,
+    )
+    for alarm in heldout.alarms:
+        _mark_step(ax, alarm.steps[1], f"alarm: {alarm.kind}")
+    if heldout.stopped:
+        _mark_step(ax, heldout.stopped[0], f"stopped: {heldout.stopped[1]}")
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+    ax.set_ylabel("held-out accuracy", color=_ACCURACY)
+    if reward:
+        twin = ax.twinx()
+        reward_steps = sorted(reward)
+        twin.plot(reward_steps, [reward[s] for s in reward_steps], color=_REWARD, alpha=0.5, linewidth=1)
+        twin.set_ylabel("training reward", color=_REWARD)
+        # Draw the accuracy and its legend over the twin's reward, not under it.
+        ax.set_zorder(twin.get_zorder() + 1)
+        ax.patch.set_visible(False)
+        # The caller builds the legend from ax alone: an empty line there names the twin's curve.
+        ax.plot([], [], color=_REWARD, alpha=0.5, label="training reward (right axis)")
+    return []
