@@ -59,6 +59,8 @@ def heldout_callback(recipe, resume_from: str | None) -> HeldoutCallback | None:
         return None
     # The checkpoint's own copy: the evaluations up to its step, whatever a crashed later launch wrote.
     history = read_history(Path(resume_from) / HISTORY_NAME) if resume_from else None
+    if history:
+        history["stopped"] = None  # resuming a stopped run is a deliberate choice to go on
     return HeldoutCallback(
         heldout_plan(recipe),
         recipe.config["trainer"]["output_dir"],

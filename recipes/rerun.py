@@ -21,11 +21,13 @@ from callbacks.remote import is_training_state
 from recipes.recipe import Recipe, RecipeError
 
 logger = logging.getLogger(__name__)
-# What a continued run may change: how long it trains (raise max_steps to extend a finished run), how it
-# logs, and where and how its checkpoints are kept (a lost machine's run continues in another folder or from
-# a copy on a mounted drive). Any other change alters what the run computes.
+# What a continued run may change: how long it trains (raise max_steps to extend a finished run; whether alarms or
+# a held-out plateau end it), how it logs, and where and how its checkpoints are kept (a lost machine's run
+# continues in another folder or from a copy on a mounted drive). Any other change alters what the run computes.
 MAY_CHANGE = (
     "trainer.max_steps",
+    "heldout.stop_on_alarm",
+    "heldout.patience",
     "trainer.logging_steps",
     "trainer.report_to",
     "trainer.output_dir",
@@ -91,7 +93,15 @@ def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
             f"new run elsewhere: {fresh}"
         )
     step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
-    return step if step >= recipe.config["trainer"]["max_steps"] else None
+    return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None
+
+
+def stopped_early(checkpoint: Path) -> str | None:
+    """Why the run ended at this checkpoint before trainer.max_steps (an alarm or a plateau), if it did."""
+    from callbacks.heldout import HISTORY_NAME, read_history
+
+    history = read_history(checkpoint / HISTORY_NAME)
+    return history["stopped"]["reason"] if history and history["stopped"] else None
 
 
 def keep_final_adapter(checkpoint: Path, output_dir: Path) -> None:

@@ -101,7 +101,7 @@ def train(recipe) -> Path:
     from recipes.heldout import heldout_callback
     from recipes.model import load_config
     from recipes.model_card import model_card
-    from recipes.rerun import finished_step, keep_final_adapter
+    from recipes.rerun import finished_step, keep_final_adapter, stopped_early
 
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
@@ -146,10 +146,13 @@ def train(recipe) -> Path:
             plan.finish_uploads()  # after the local save: a failing store never costs the adapter
         elif state.is_main_process:
             keep_final_adapter(Path(plan.resume_from), output_dir)
+            why = stopped_early(Path(plan.resume_from))
+            how = f"ended early: {why}" if why else f"trainer.max_steps={recipe.config['trainer']['max_steps']}"
             logger.info(
-                "%s already finished at step %d (trainer.max_steps=%d): nothing to train. The final adapter is in "
-                "%s. To train longer, raise trainer.max_steps; for a new run, set trainer.output_dir.",
-                recipe.name, finished, recipe.config["trainer"]["max_steps"], output_dir,
+                "%s already finished at step %d (%s): nothing to train. The final adapter is in %s. To train "
+                "longer, %s; for a new run, set trainer.output_dir.",
+                recipe.name, finished, how, output_dir,
+                f"resume it explicitly: checkpoint.resume={plan.resume_from}" if why else "raise trainer.max_steps",
             )  # fmt: skip
     finally:
         plan.release()

@@ -51,3 +51,12 @@ def crashes(completions, **kwargs) -> list[float]:
 
 def returns_a_number(completions, **kwargs) -> float:
     return 1.0
+
+
+def planted_hack(completions, gold, **kwargs) -> list[float]:
+    """A reward with a planted hack: it pays a well-formed answer that is WRONG, so a policy can raise it by
+    getting worse. The held-out alarm must see the reward rise while held-out accuracy falls."""
+    from rewards.answers import grade
+
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [float("####" in t and not grade(t, g).correct) for t, g in zip(texts, gold)]

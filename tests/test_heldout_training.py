@@ -1,0 +1,86 @@
+"""Held-out evaluation in real training runs of the tiny arithmetic model: a planted hack trips the alarm and
+ends the run; records per evaluation in evaluate.py's schema; a resumed run keeps the history and the best."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import REPO, accelerate_launcher
+
+from stats.compare import compare
+from stats.records import load_records
+
+pytestmark = pytest.mark.slow
+TESTS = REPO / "tests"
+# 50 questions x 4 samples every 10 steps: about a second per evaluation on a CPU.
+HELDOUT = ["heldout.enabled=true", "heldout.questions=50", "heldout.samples=4", "checkpoint.every_steps=10"]
+
+
+def launch(out, *overrides: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    command = [*accelerate_launcher(1), "recipes/run.py", "arith_tiny", f"trainer.output_dir={out}", *HELDOUT]
+    result = subprocess.run(
+        [*command, "trainer.logging_steps=5", *overrides],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def history(out) -> dict:
+    return json.loads((out / "heldout" / "history.json").read_text())
+
+
+def test_a_planted_hack_trips_the_alarm_and_the_switch_ends_the_run(tmp_path):
+    out = tmp_path / "hack"
+    hack = ["rewards=[{path: '_plugins:planted_hack'}]", "trainer.learning_rate=1e-3", "callbacks=[]"]
+    result = launch(out, *hack, "trainer.max_steps=100", "heldout.stop_on_alarm=true")
+    alarms = history(out)["alarms"]
+    assert [a["kind"] for a in alarms] == ["reward_hacking"], result.stderr[-3000:]
+    stopped = history(out)["stopped"]
+    first, last = alarms[0]["steps"]
+    assert stopped["step"] == last < 100 and "reward_hacking" in stopped["reason"]
+    assert "ALARM reward_hacking (heldout/accuracy): heldout/accuracy fell" in result.stderr
+    assert f"Ending the run at step {last}, saving checkpoint-{last} first" in result.stderr
+    # The checkpoint at the stop was saved and carries the history (with the stop) that its manifest covers.
+    saved = json.loads((out / f"checkpoint-{last}" / "heldout.json").read_text())
+    assert saved["stopped"] == stopped
+    manifest = json.loads((out / f"checkpoint-{last}" / "manifest.json").read_text())
+    assert "heldout.json" in manifest["files"]
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == last
+    # Held-out accuracy fell while the planted reward rose: what the alarm saw, in the logs.
+    held = {e["step"]: e["accuracy"] for e in history(out)["evaluations"]}
+    assert held[last] < held[first]
+    logged = [e for e in state["log_history"] if "heldout/accuracy" in e]
+    assert [e["step"] for e in logged] == sorted(held) and all(
+        e["heldout/accuracy_low"] < e["heldout/accuracy"] < e["heldout/accuracy_high"] for e in logged
+    )
+    # Launched again, the stopped run stays stopped.
+    again = launch(out, *hack, "trainer.max_steps=100", "heldout.stop_on_alarm=true")
+    assert f"already finished at step {last} (ended early: alarm reward_hacking" in again.stderr
+
+
+def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
+    out = tmp_path / "run"
+    launch(out, "trainer.max_steps=20")
+    first = history(out)
+    assert [e["step"] for e in first["evaluations"]] == [10, 20]
+    for step in (10, 20):
+        records = load_records(
+            out / "heldout" / f"step-{step}.jsonl"
+        )  # evaluate.py's schema, as stats reads it
+        assert len(records.counts) == 50 and {samples for _, samples in records.counts.values()} == {4}
+    compare(out / "heldout" / "step-10.jsonl", out / "heldout" / "step-20.jsonl")  # any two steps compare
+    launch(out, "trainer.max_steps=30")
+    resumed = history(out)
+    assert [e["step"] for e in resumed["evaluations"]] == [10, 20, 30]
+    assert resumed["evaluations"][:2] == first["evaluations"]
+    state = json.loads((out / "trainer_state.json").read_text())
+    best = max(resumed["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
+    assert state["best_model_checkpoint"] == str(out / f"checkpoint-{best['step']}")
+    assert state["best_metric"] == best["accuracy"]
+    assert (out / f"checkpoint-{best['step']}").is_dir()  # local rotation keeps the best
