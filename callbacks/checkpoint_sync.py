@@ -23,6 +23,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lease import RemoteLease
@@ -31,7 +32,7 @@ from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
 from callbacks.settings import CheckpointSettings
-from callbacks.stores import Store, open_store
+from callbacks.stores import FolderStore, Store, open_store
 from callbacks.uploader import BackgroundUploader, UploadJob
 
 __all__ = [
@@ -83,7 +84,8 @@ def _release(*held) -> None:
 
 
 class SealCallback(TrainerCallback):
-    """After each save, write the checkpoint's manifest (every file's size and SHA-256) into its folder.
+    """After each save, write the checkpoint's manifest (every file's size and SHA-256) into its folder, then
+    update the ``OUTPUT_DIR/best`` pointer over the local checkpoint folders.
 
     A later launch then verifies the local copy like a download, and falls back to the newest good copy.
     """
@@ -103,6 +105,7 @@ class SealCallback(TrainerCallback):
                 run_id=self.run.run_id,
                 world_size=args.world_size,
             )
+            update_best_pointer(FolderStore(args.output_dir))
 
 
 class CheckpointSyncCallback(TrainerCallback):

@@ -3,6 +3,7 @@
 from callbacks.checkpoint_sync import fetch_checkpoint
 adapter = fetch_checkpoint("s3://bucket/runs/llama")              # the run's newest complete checkpoint
 adapter = fetch_checkpoint("s3://bucket/runs/llama/checkpoint-800")
+adapter = fetch_checkpoint("s3://bucket/runs/llama/best")         # the highest held-out accuracy
 adapter = fetch_checkpoint("outputs/gsm8k_llama")                 # a local run folder or checkpoint
 """
 
@@ -13,6 +14,7 @@ import os
 import re
 from pathlib import Path
 
+from callbacks.best import names_best_pointer, resolve_best
 from callbacks.errors import CheckpointError
 from callbacks.manifest import (
     checkpoint_step,
@@ -21,8 +23,14 @@ from callbacks.manifest import (
     verify_folder,
     weight_problems,
 )
-from callbacks.remote import CorruptCheckpoint, download_checkpoint, open_source, scan_readable
-from callbacks.stores import is_remote
+from callbacks.remote import (
+    CorruptCheckpoint,
+    RemoteCheckpoint,
+    download_checkpoint,
+    open_source,
+    scan_readable,
+)
+from callbacks.stores import Store, is_remote
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +57,8 @@ def fetch_checkpoint(
     Args:
         path_or_uri: A local folder (a final output_dir, a checkpoint-N, or a run folder holding checkpoint-N
             folders: its newest usable one), or ``s3://``/``file://`` URI of a checkpoint-N or a run prefix
-            (its newest complete checkpoint).
+            (its newest complete checkpoint). A path or URI ending in ``/best`` is the checkpoint the run's
+            ``best`` pointer names (the highest held-out accuracy).
         endpoint_url: S3-compatible endpoint for ``s3://`` URIs (MinIO, R2).
         dest: Folder to download into (default: a cache folder under ~/.cache/grpo-recipes/checkpoints).
             Reused when it already holds a verified copy of the same checkpoint.
@@ -60,6 +69,8 @@ def fetch_checkpoint(
     Raises:
         CheckpointError: Nothing usable there, or the download failed; the message says why.
     """
+    if names_best_pointer(str(path_or_uri)):
+        return _fetch_best(str(path_or_uri), endpoint_url, Path(dest) if dest else None)
     if is_remote(str(path_or_uri)):
         return _fetch_remote(str(path_or_uri), endpoint_url, Path(dest) if dest else None)
     path = Path(path_or_uri).expanduser()
@@ -85,6 +96,40 @@ def fetch_checkpoint(
     raise CheckpointError(f"{path} holds no adapter and no usable checkpoint-N folder")
 
 
+def _fetch_best(location: str, endpoint_url: str | None, dest: Path | None) -> Path:
+    store, ckpt = resolve_best(location, endpoint_url)
+    if is_remote(location):
+        return _local_copy(store, ckpt, dest)
+    folder = Path(store.root) / ckpt.name  # a local run folder: its checkpoint is used in place
+    problems = adapter_problems(folder)
+    if problems:
+        raise CheckpointError(
+            f"{location} names {folder}, which has no usable weights: {'; '.join(problems)}"
+        )
+    return folder
+
+
+def _local_copy(store: Store, ckpt: RemoteCheckpoint, dest: Path | None) -> Path:
+    """A verified local copy of a complete checkpoint: the one already at ``dest`` (or the cache), or a download.
+
+    Raises:
+        CorruptCheckpoint: The download does not match the manifest.
+    """
+    target = dest or cache_root() / re.sub(r"[^A-Za-z0-9._-]+", "_", store.uri) / ckpt.name
+    if target.exists():
+        held, _ = read_local_manifest(target)
+        if held is None:
+            raise CheckpointError(f"{target} exists and is not a fetched checkpoint; choose another dest")
+        if (
+            held.get("run_id") == ckpt.run_id
+            and held.get("step") == ckpt.step
+            and not adapter_problems(target)
+        ):
+            logger.info("Using the verified copy of %s in %s", store.child_uri(ckpt.name), target)
+            return target
+    return download_checkpoint(store, ckpt, target, training_state=False)
+
+
 def _fetch_remote(uri: str, endpoint_url: str | None, dest: Path | None) -> Path:
     store, wanted = open_source(uri, endpoint_url)
     for ckpt in scan_readable(store):
@@ -95,20 +140,8 @@ def _fetch_remote(uri: str, endpoint_url: str | None, dest: Path | None) -> Path
                 raise CheckpointError(f"Cannot fetch {uri}: {'; '.join(ckpt.problems)}")
             logger.warning("Skipping %s: %s", store.child_uri(ckpt.name), "; ".join(ckpt.problems))
             continue
-        target = dest or cache_root() / re.sub(r"[^A-Za-z0-9._-]+", "_", store.uri) / ckpt.name
-        if target.exists():
-            held, _ = read_local_manifest(target)
-            if held is None:
-                raise CheckpointError(f"{target} exists and is not a fetched checkpoint; choose another dest")
-            if (
-                held.get("run_id") == ckpt.run_id
-                and held.get("step") == ckpt.step
-                and not adapter_problems(target)
-            ):
-                logger.info("Using the verified copy of %s in %s", store.child_uri(ckpt.name), target)
-                return target
         try:
-            return download_checkpoint(store, ckpt, target, training_state=False)
+            return _local_copy(store, ckpt, dest)
         except CorruptCheckpoint as e:
             if wanted is not None:
                 raise

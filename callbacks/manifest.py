@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -18,11 +19,15 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
+from callbacks.errors import CheckpointError
+
 MANIFEST_NAME = "manifest.json"
 FORMAT = "grpo-recipes-checkpoint/1"
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+HELDOUT_NAME = "heldout.json"  # the held-out history up to this checkpoint, written by callbacks/heldout.py
+_HELDOUT_FIELDS = ("step", "accuracy", "low", "high", "questions", "samples")
 _VERSIONED = ("grpo-recipes", "torch", "transformers", "trl", "peft", "accelerate", "deepspeed")
 _CHUNK = 8 << 20
 
@@ -101,10 +106,64 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def heldout_at(folder: Path, step: int) -> dict | None:
+    """The held-out evaluation at ``step`` from the folder's heldout.json, as the manifest's ``heldout`` field.
+
+    Returns:
+        ``{"step", "accuracy", "low", "high", "questions", "samples"}``, or None when the folder has no
+        heldout.json or its history has no evaluation at ``step``.
+
+    Raises:
+        CheckpointError: heldout.json is not a held-out history (``{"format": 1, "evaluations": [...]}``).
+    """
+    path = folder / HELDOUT_NAME
+    if not path.is_file():
+        return None
+    fix = "It is written by the held-out evaluation (recipe section heldout); delete it to save without one."
+    try:
+        history = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not valid JSON ({e}). {fix}") from None
+    evaluations = (
+        history.get("evaluations") if isinstance(history, dict) and history.get("format") == 1 else None
+    )
+    if not isinstance(evaluations, list) or not all(
+        isinstance(e, dict) and type(e.get("step")) is int for e in evaluations
+    ):
+        raise CheckpointError(
+            f'{path} is not a held-out history: expected {{"format": 1, "evaluations": [{{"step": N, ...}}]}}. '
+            + fix
+        )
+    found = next((e for e in evaluations if e["step"] == step), None)
+    if found is None:
+        return None
+    summary = {key: found.get(key) for key in _HELDOUT_FIELDS}
+    if not (
+        _is_number(summary["accuracy"])
+        and all(summary[k] is None or _is_number(summary[k]) for k in ("low", "high"))
+        and all(type(summary[k]) is int for k in ("questions", "samples"))
+    ):
+        raise CheckpointError(
+            f"{path}: the evaluation at step {step} needs a numeric accuracy, numeric or null low and high, "
+            f"and integer questions and samples; it has {json.dumps(summary)}. {fix}"
+        )
+    return summary
+
+
 def build_manifest(
     folder: Path, *, step: int, recipe_name: str, run_id: str, world_size: int, rank: int
 ) -> dict:
-    """Describe every file of a checkpoint folder (sizes and SHA-256) as a manifest dictionary."""
+    """Describe every file of a checkpoint folder (sizes and SHA-256) as a manifest dictionary.
+
+    Its ``heldout`` field is the held-out evaluation at this step (:func:`heldout_at`), or None.
+
+    Raises:
+        CheckpointError: The folder's heldout.json is not a held-out history.
+    """
     files = {
         rel: {"size": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
         for rel in list_files(folder)
@@ -119,6 +178,7 @@ def build_manifest(
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": library_versions(),
         "files": files,
+        "heldout": heldout_at(folder, step),
     }
 
 

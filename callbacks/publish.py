@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.manifest import build_manifest, checkpoint_step, training_state_problems
 from callbacks.remote import apply_retention, commit_checkpoint
@@ -71,7 +72,8 @@ def publish_staged(
     world_size: int | None = None,
     progress: bool = False,
 ) -> dict:
-    """Commit a staged checkpoint to the store (files, then manifest), apply retention; returns the manifest.
+    """Commit a staged checkpoint to the store (files, then manifest), update the ``best`` pointer, then apply
+    retention (which keeps the best); returns the manifest.
 
     Raises:
         CheckpointError: The checkpoint is not resumable (it is then not uploaded), or the commit failed.
@@ -99,8 +101,15 @@ def publish_staged(
         size_mb,
         time.monotonic() - start,
     )
+    try:
+        best = update_best_pointer(store)
+    except Exception as e:  # noqa: BLE001 - the checkpoint is committed; the next commit rewrites the pointer
+        logger.warning(
+            "Could not update the best pointer in %s (%s); retention waits for the next commit", store.uri, e
+        )
+        return manifest
     if run.keep_last:
-        apply_retention(store, run.keep_last)
+        apply_retention(store, run.keep_last, protect=[best["checkpoint"]] if best else [])
     return manifest
 
 

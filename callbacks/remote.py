@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import shutil
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -47,6 +49,7 @@ class RemoteCheckpoint:
     files: dict[str, int] = field(default_factory=dict)  # relative to the checkpoint folder -> size
     manifest: dict | None = None
     problems: list[str] = field(default_factory=list)
+    manifest_sha256: str | None = None  # of the manifest's bytes as stored: names this exact commit
 
     @property
     def complete(self) -> bool:
@@ -69,10 +72,9 @@ def scan_remote(store: Store, *, read_manifests: bool = True) -> list[RemoteChec
         if MANIFEST_NAME not in ckpt.files:
             ckpt.problems = ["no manifest (upload never finished)"]
         elif read_manifests:
-            ckpt.manifest, reason = parse_manifest(
-                store.read_bytes(f"{ckpt.name}/{MANIFEST_NAME}") or b"",
-                store.child_uri(f"{ckpt.name}/{MANIFEST_NAME}"),
-            )
+            data = store.read_bytes(f"{ckpt.name}/{MANIFEST_NAME}") or b""
+            ckpt.manifest_sha256 = hashlib.sha256(data).hexdigest()
+            ckpt.manifest, reason = parse_manifest(data, store.child_uri(f"{ckpt.name}/{MANIFEST_NAME}"))
             ckpt.problems = (
                 [reason]
                 if reason
@@ -159,17 +161,18 @@ def _require_same_commit(store: Store, manifest_key: str, manifest: dict) -> Non
     )
 
 
-def apply_retention(store: Store, keep_last: int) -> list[str]:
+def apply_retention(store: Store, keep_last: int, *, protect: Collection[str] = ()) -> list[str]:
     """Delete all but the newest ``keep_last`` complete checkpoints, and unfinished uploads older than the newest.
 
-    The newest complete checkpoint is never deleted. Returns the names deleted.
+    The newest complete checkpoint, and the ones named in ``protect`` (the run's best), are never deleted.
+    Returns the names deleted.
     """
     checkpoints = scan_remote(store, read_manifests=False)
     complete = [c for c in checkpoints if MANIFEST_NAME in c.files]
     if not complete:
         return []
     newest = complete[0].step
-    doomed = complete[max(keep_last, 1) :] + [
+    doomed = [c for c in complete[max(keep_last, 1) :] if c.name not in protect] + [
         c for c in checkpoints if MANIFEST_NAME not in c.files and c.step < newest
     ]
     for ckpt in doomed:

@@ -3,6 +3,7 @@
     python recipes/evaluate.py gsm8k_tiny --out base.jsonl --questions 20 --samples 5
     python recipes/evaluate.py gsm8k_tiny --out tuned.jsonl --questions 20 --samples 5 --adapter outputs/gsm8k_tiny
     python recipes/evaluate.py gsm8k_llama --out tuned.jsonl --adapter s3://bucket/runs/llama --engine vllm
+    python recipes/evaluate.py gsm8k_llama --out best.jsonl --adapter s3://bucket/runs/llama/best
     python recipes/evaluate.py gsm8k_qwen --out greedy.jsonl --samples 1 --temperature 0 data.source=/data/gsm8k
     python -m stats.compare base.jsonl tuned.jsonl
 
@@ -150,7 +151,8 @@ def evaluate(
     Args:
         recipe: A loaded recipe (``recipes.recipe.load_recipe``): its model, data and decoding defaults.
         out: JSONL file of graded samples; resumed when it holds records of this same run.
-        adapter: A LoRA adapter folder (output_dir or checkpoint-N) or a checkpoint URI; None: the base model.
+        adapter: A LoRA adapter folder (output_dir or checkpoint-N) or a checkpoint URI; a run's path or URI
+            plus ``/best`` is its checkpoint with the highest held-out accuracy; None: the base model.
         split: Dataset split to draw questions from.
         questions: Questions drawn by ``seed`` from the split (None: all).
         samples: Completions per question.
@@ -186,7 +188,8 @@ def evaluate(
     rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
     ids = [row["id"] for row in rows]
     # Settings every record of one file shares. The adapter is identified by the folder it resolved to (a run
-    # prefix resolves to its newest checkpoint), not by how it was written on the command line.
+    # prefix resolves to its newest checkpoint, RUN/best to its best), not by how it was written on the command
+    # line.
     settings = {
         "model": recipe.config["model"]["name_or_path"],
         "adapter_path": str(folder.resolve()) if folder else None,
@@ -252,7 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("recipe", help="recipe name (python recipes/run.py --list) or a recipe YAML file")
     p.add_argument("overrides", nargs="*", help="section.key=value recipe overrides, e.g. data.source=DIR")
     p.add_argument("--out", required=True, help="JSONL file of graded samples (resumed if it exists)")
-    p.add_argument("--adapter", help="LoRA adapter: output_dir or checkpoint-N folder, or s3:// URI")
+    p.add_argument(
+        "--adapter",
+        help="LoRA adapter: output_dir or checkpoint-N folder, or s3:// URI; RUN/best (a run folder or URI "
+        "plus /best) is the run's checkpoint with the highest held-out accuracy",
+    )
     p.add_argument("--split", default="test", help="dataset split (default: test)")
     p.add_argument("--questions", type=positive, help="questions drawn from the split (default: all)")
     p.add_argument("--samples", type=positive, default=1, help="completions per question (default: 1)")

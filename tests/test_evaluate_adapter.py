@@ -11,6 +11,9 @@ import sys
 import pytest
 from conftest import REPO
 
+from callbacks.best import update_best_pointer
+from callbacks.manifest import seal_checkpoint
+from callbacks.stores import FolderStore
 from recipes.evaluate import main
 
 ARGS = ["gsm8k_tiny", "--questions", "4", "--samples", "2", "--max-new-tokens", "16"]
@@ -104,3 +107,33 @@ def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path)
     )  # the run's newest complete checkpoint
     comparison = compare(base_file, tuned)
     assert comparison.returncode == 0, comparison.stderr
+
+
+def test_a_runs_best_pointer_names_the_adapter_to_evaluate(adapter_dir, tmp_path):
+    run = tmp_path / "run"
+    for step, accuracy in ((2, 0.6), (4, 0.4)):
+        folder = run / f"checkpoint-{step}"
+        shutil.copytree(adapter_dir, folder)
+        for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+            (folder / name).write_bytes(os.urandom(64))
+        (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        evaluation = {
+            "step": step,
+            "accuracy": accuracy,
+            "low": None,
+            "high": None,
+            "questions": 4,
+            "samples": 2,
+        }
+        (folder / "heldout.json").write_text(json.dumps({"format": 1, "evaluations": [evaluation]}))
+        seal_checkpoint(folder, step=step, recipe_name="gsm8k_tiny", run_id="r1", world_size=1)
+    assert update_best_pointer(FolderStore(run))["checkpoint"] == "checkpoint-2"
+    direct, local, remote = tmp_path / "direct.jsonl", tmp_path / "local.jsonl", tmp_path / "remote.jsonl"
+    assert main([*ARGS, "--adapter", str(adapter_dir), "--out", str(direct)]) == 0
+    assert main([*ARGS, "--adapter", str(run / "best"), "--out", str(local)]) == 0
+    assert main([*ARGS, "--adapter", f"file://{run}/best", "--out", str(remote)]) == 0
+    assert {r["adapter_path"] for r in lines(local)} == {str((run / "checkpoint-2").resolve())}
+    [fetched] = {r["adapter_path"] for r in lines(remote)}
+    assert fetched.endswith("checkpoint-2") and fetched != str((run / "checkpoint-2").resolve())  # a copy
+    completions = [r["completion"] for r in lines(direct)]
+    assert [r["completion"] for r in lines(local)] == completions == [r["completion"] for r in lines(remote)]
