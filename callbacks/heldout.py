@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -126,8 +127,10 @@ class HeldoutCallback(TrainerCallback):
             return
         if any(e["step"] == step for e in self.history["evaluations"]):
             return
+        start = time.monotonic()
         records = evaluate_live(self.trainer, self.plan, step)
         entry = summarize(records, step, self._reward_since(state.log_history))
+        entry["seconds"] = round(time.monotonic() - start, 3)  # what it costs the run (benchmarks/heldout_cost.py)
         self.history["evaluations"].append(entry)
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
@@ -170,10 +173,10 @@ class HeldoutCallback(TrainerCallback):
         interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
         best = max(self.history["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
         logger.info(
-            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples), no answer %.1f%%; best %.1f%% at "
-            "step %d",
+            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; best "
+            "%.1f%% at step %d",
             entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"],
-            100 * entry["unparseable"], 100 * best["accuracy"], best["step"],
+            entry["seconds"], 100 * entry["unparseable"], 100 * best["accuracy"], best["step"],
         )  # fmt: skip
 
     def _mark_best(self, state, entry: dict) -> None:

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from conftest import REPO, accelerate_launcher
 
+from callbacks.fetch import fetch_checkpoint
 from stats.compare import compare
 from stats.records import load_records
 
@@ -84,3 +85,8 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     assert state["best_model_checkpoint"] == str(out / f"checkpoint-{best['step']}")
     assert state["best_metric"] == best["accuracy"]
     assert (out / f"checkpoint-{best['step']}").is_dir()  # local rotation keeps the best
+    # Each checkpoint's manifest records its held-out accuracy, and OUTPUT_DIR/best names the best one.
+    manifest = json.loads((out / "checkpoint-30" / "manifest.json").read_text())
+    assert manifest["heldout"]["accuracy"] == resumed["evaluations"][2]["accuracy"]
+    assert json.loads((out / "best").read_text())["checkpoint"] == f"checkpoint-{best['step']}"
+    assert fetch_checkpoint(out / "best") == out / f"checkpoint-{best['step']}"
