@@ -1,7 +1,8 @@
 """A task's rows as chat prompts with gold answers: the task from ``data.task``, the prompt from the recipe.
 
 Rows come out with the columns listed in docs/CONTRACTS.md: ``prompt`` (system + user messages), ``question``,
-``solution``, ``gold`` and a stable ``id``, plus any extra columns the task keeps.
+``solution``, ``gold`` and a stable ``id``, plus any extra columns the task keeps. The ``heldout`` split of a task
+without its own is carved from the training split, which leaves it out (recipes/tasks/heldout.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datasets import Dataset
 
 from recipes.tasks import get_task
 from recipes.tasks.gsm8k import gold_number
+from recipes.tasks.heldout import task_rows
 from recipes.tasks.sources import DataError, read_raw, resolve_source
 
 __all__ = ["DataError", "gold_number", "load_split", "read_raw", "resolve_source"]
@@ -23,18 +25,19 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
 
     Args:
         data: The recipe's ``data:`` section (``task``, ``source``, ``system_prompt``, filters).
-        split: Split to load; defaults to ``data["split"]``.
+        split: Split to load; defaults to ``data["split"]``, the training split (without the held-out rows).
         tokenizer: Needed when ``data["max_prompt_tokens"]`` is set, to measure prompts with the chat template.
 
     Returns:
-        A dataset with the columns of docs/CONTRACTS.md, limited to ``data["limit"]`` rows (the limit applies
-        after the length filter, so a run gets the number of rows it asked for where the data allows).
+        A dataset with the columns of docs/CONTRACTS.md. The training split is limited to ``data["limit"]`` rows
+        (the limit applies after the held-out carve and the length filter, so a run gets the number of rows it
+        asked for where the data allows); other splits are not.
     """
     from recipes.recipe import with_defaults
 
     data = with_defaults({"data": data})["data"]  # hand-made sections (tests, notebooks) get the defaults too
     split = split or data["split"]
-    rows = get_task(data["task"]).rows(data, split)
+    rows = task_rows(get_task(data["task"]), data, split)
     if len(rows) == 0:
         raise DataError(f"data.source {data['source']} has no rows in its {split} split.")
     system = data["system_prompt"]
@@ -63,6 +66,6 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
                 max(lengths),
             )
         rows = rows.select(keep)
-    if data.get("limit"):
+    if data.get("limit") and split == data["split"]:
         rows = rows.select(range(min(data["limit"], len(rows))))
     return rows

@@ -12,8 +12,9 @@ Questions: a seeded draw of row indices from the split; it depends only on --see
 and a tuned model see the same questions. Questions come from data.eval_source when the recipe sets it (MATH
 trains on EleutherAI/hendrycks_math and is evaluated on HuggingFaceH4/MATH-500), else from data.source. A source
 that is one file of another split (the bundled samples/gsm8k_train_sample.jsonl) is evaluated on its sibling file
-for --split (samples/gsm8k_test_sample.jsonl). data.limit and data.max_prompt_tokens are training settings and do
-not apply here. Records keep the rows' subject and level when the task has them (MATH).
+for --split (samples/gsm8k_test_sample.jsonl); --split heldout reads the training data (recipes/tasks/heldout.py).
+data.limit and data.max_prompt_tokens are training settings and do not apply here. Records keep the rows' subject
+and level when the task has them (MATH).
 
 Decoding defaults to the recipe's training sampling (trainer.temperature, top_p, max_completion_length).
 Grading uses rewards.answers, the training grader: each sample is correct, well-formatted but wrong, or has
@@ -64,28 +65,34 @@ def eval_data(data: dict, split: str) -> dict:
     """The recipe's ``data:`` section for evaluating ``split``: the split's file, no training-only filters.
 
     ``data.eval_source``, when set, replaces ``data.source`` (MATH trains on one dataset and is evaluated on
-    MATH-500); ``data.config`` names a config of the training source, so it does not follow.
+    MATH-500); ``data.config`` names a config of the training source, so it does not follow. The ``heldout``
+    split belongs to the training data: it is read from ``data.source``, and where the task carves it from the
+    training split (recipes/tasks/heldout.py), from the training split's file.
     """
     from recipes.data import resolve_source
+    from recipes.recipe import with_defaults
+    from recipes.tasks import get_task
+    from recipes.tasks.heldout import HELDOUT, source_split
 
     data = {**data, "limit": None, "max_prompt_tokens": None}
-    key = "data.source"
-    if data.get("eval_source"):
+    key, read = "data.source", split
+    if split == HELDOUT:
+        filled = with_defaults({"data": data})["data"]
+        read = source_split(get_task(filled["task"]), filled, split)
+    elif data.get("eval_source"):
         key = "data.eval_source"
         data = {**data, "source": data["eval_source"], "config": None}
     path = Path(resolve_source(data["source"]))
     if not path.is_file():
         return data  # a folder or a Hub id: recipes.data picks the split
     named = [w for w in SPLIT_WORDS if re.search(rf"(?<![A-Za-z]){w}(?![A-Za-z])", path.stem)]
-    if not named or split in named:
+    if not named or read in named:
         return data
-    sibling = Path(data["source"]).with_name(
-        re.sub(rf"(?<![A-Za-z]){named[0]}(?![A-Za-z])", split, path.name)
-    )
+    sibling = Path(data["source"]).with_name(re.sub(rf"(?<![A-Za-z]){named[0]}(?![A-Za-z])", read, path.name))
     if not Path(resolve_source(str(sibling))).is_file():
         raise EvaluationError(
-            f"{key} {data['source']} is the {named[0]} split's file and has no {split} sibling ({sibling}). "
-            f"Pass {key}=<a {split} .jsonl/.parquet file, or a folder holding {split}*.jsonl>, "
+            f"{key} {data['source']} is the {named[0]} split's file and has no {read} sibling ({sibling}). "
+            f"Pass {key}=<a {read} .jsonl/.parquet file, or a folder holding {read}*.jsonl>, "
             f"or --split {named[0]}."
         )
     logger.info("Evaluating split %s on %s (%s names the %s file).", split, sibling, key, named[0])

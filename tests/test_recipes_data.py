@@ -23,9 +23,10 @@ SECTION = {
 
 def test_bundled_sample_becomes_chat_prompts_with_gold_and_ids():
     rows = load_split(SECTION)
-    assert len(rows) == 200
+    assert len(rows) == 195  # the other 5 of the 200 rows are the held-out split (test_recipes_heldout.py)
     first = rows[0]
-    assert first["id"] == "gsm8k-train-00000" and rows[199]["id"] == "gsm8k-train-00199"
+    assert first["id"] == "gsm8k-train-00000" and rows[194]["id"] == "gsm8k-train-00199"
+    assert "gsm8k-train-00015" not in rows["id"]  # a held-out row; the others keep the source's ids
     assert first["prompt"] == [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": first["question"]},
@@ -56,7 +57,8 @@ def test_folder_with_split_files_and_parquet(tmp_path):
     parquet = tmp_path / "pq" / "train-00000.parquet"
     parquet.parent.mkdir()
     Dataset.from_list(lines).to_parquet(str(parquet))
-    assert load_split({**SECTION, "source": str(parquet.parent), "limit": 2})["gold"] == ["1", "2"]
+    # "What is 0+1?" is a held-out question, so the first two training rows are the next two.
+    assert load_split({**SECTION, "source": str(parquet.parent), "limit": 2})["gold"] == ["2", "3"]
 
 
 def test_real_gsm8k_test_split(gsm8k_dir):
@@ -96,7 +98,7 @@ def test_prompt_budget_filter_then_limit(tiny_model_dir):
     ]
     budget = sorted(lengths)[100]
     kept = load_split({**SECTION, "max_prompt_tokens": budget}, tokenizer=tokenizer)
-    assert len(kept) == sum(n <= budget for n in lengths) < 200
+    assert len(kept) == sum(n <= budget for n in lengths) < len(everything)
     assert all(
         len(tokenizer.apply_chat_template(p, add_generation_prompt=True, return_dict=False)) <= budget
         for p in kept["prompt"]

@@ -125,32 +125,33 @@ def test_gold_is_the_last_balanced_box_and_levels_parse(tmp_path):
 
 def test_a_row_without_gold_is_dropped_with_one_warning_and_many_are_refused(tmp_path, caplog):
     empty = r"so the answer is $\boxed{}$."
-    rows = [original("algebra", i) for i in range(150)]
+    rows = [original("algebra", i) for i in range(150)]  # a test split: training would hold some out
     rows[7] = original("algebra", 7, solution=empty)
-    source = write_jsonl(tmp_path / "few" / "train.jsonl", rows)
+    source = write_jsonl(tmp_path / "few" / "test.jsonl", rows)
     with caplog.at_level(logging.WARNING, logger="recipes.tasks.math"):
-        loaded = load_split({**SECTION, "source": str(source)}, split="train")
-    assert len(loaded) == 149 and "math-train-algebra-0007" not in loaded["id"]
-    assert loaded["id"][7] == "math-train-algebra-0008"  # ids do not shift when a row is dropped
+        loaded = load_split({**SECTION, "source": str(source)}, split="test")
+    assert len(loaded) == 149 and "math-test-algebra-0007" not in loaded["id"]
+    assert loaded["id"][7] == "math-test-algebra-0008"  # ids do not shift when a row is dropped
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert (
         len(warnings) == 1
         and "dropped 1 of 150 rows" in warnings[0]
-        and "math-train-algebra-0007" in warnings[0]
+        and "math-test-algebra-0007" in warnings[0]
     )
     rows[8] = original("algebra", 8, solution="No box at all.")  # 2 of 150 > 1%
-    source = write_jsonl(tmp_path / "many" / "train.jsonl", rows)
+    source = write_jsonl(tmp_path / "many" / "test.jsonl", rows)
     with pytest.raises(
-        DataError, match=r"many/train.jsonl \(train\): 2 of 150 rows have no gold .* not look like MATH"
+        DataError, match=r"many/test.jsonl \(test\): 2 of 150 rows have no gold .* not look like MATH"
     ):
-        load_split({**SECTION, "source": str(source)}, split="train")
+        load_split({**SECTION, "source": str(source)}, split="test")
 
 
 def test_the_real_math_files(math_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="recipes.tasks.math"):
         train = load_split({**SECTION, "source": str(math_dir / "train_sample.jsonl")}, split="train")
-    assert len(train) == 401 and "dropped 1 of 402 rows" in caplog.text  # the one empty \boxed{}
-    assert len(set(train["id"])) == 401 and set(train["level"]) <= {1, 2, 3, 4, 5, None}
+    assert "dropped 1 of 402 rows" in caplog.text  # the one empty \boxed{}
+    assert len(train) == 376  # of the 401 with a gold, 25 are the held-out split
+    assert len(set(train["id"])) == 376 and set(train["level"]) <= {1, 2, 3, 4, 5, None}
     test = load_split({**SECTION, "source": str(math_dir / "math500_test.jsonl")}, split="test")
     assert len(test) == 500 and len(set(test["id"])) == 500 and set(test["level"]) == {1, 2, 3, 4, 5}
     assert len(set(test["subject"])) == 7 and test["id"][0] == "math-test/precalculus/807"
@@ -162,7 +163,7 @@ def test_bundled_samples_cover_subjects_and_levels():
     recipe = load_recipe("math_tiny")
     train = load_split({**recipe.config["data"], "max_prompt_tokens": None}, split="train")
     test = load_split(eval_data(recipe.config["data"], "test"), split="test")
-    assert (len(train), len(test)) == (100, 50)
+    assert (len(train), len(test)) == (90, 50)  # 10 of the 100 train rows are the held-out split
     for rows in (train, test):
         assert len(set(rows["subject"])) == 7 and set(rows["level"]) == {1, 2, 3, 4, 5}
 

@@ -5,11 +5,13 @@
     jsonl        your own JSONL/Parquet files with ``question`` and ``answer`` columns
     math         MATH competition problems with LaTeX answers (Hub EleutherAI/hendrycks_math, MATH-500)
 
-Every task turns a split (``train``, ``heldout``, ``test``, or the source's own names) into rows with the columns
+Every task turns a split (``train``, ``test``, or the source's own names) into rows with the columns
 ``id`` (stable, unique), ``question``, ``gold`` (the final answer the grader compares with) and ``solution``
 (a worked solution, or the answer); a task may keep more (MATH keeps ``subject`` and ``level``, which evaluation
 records carry). ``recipes.data`` adds the chat prompt and applies the length filter; run,
-evaluate and held-out evaluation take the task from the recipe and never name one.
+evaluate and held-out evaluation take the task from the recipe and never name one. The ``heldout`` split is the
+task's own where it has one (``native_heldout``); otherwise ``recipes.tasks.heldout`` carves it from the training
+split, which then leaves those rows out.
 
 A new task is one module here (a ``rows(data, split)`` function) plus one entry in ``TASKS`` and one recipe.
 """
@@ -32,16 +34,21 @@ class Task:
         rows: ``rows(data, split)`` -> a ``datasets.Dataset`` with ``id``, ``question``, ``gold``, ``solution``;
             ``data`` is the recipe's ``data:`` section. Raises DataError naming the file and row.
         description: One line for ``--list``-style listings.
+        native_heldout: True when ``rows(data, "heldout")`` serves the task's own held-out split; False when
+            ``recipes.tasks.heldout`` carves it from the training split.
     """
 
     name: str
     rows: Callable
     description: str
+    native_heldout: bool = False
 
 
 TASKS = {
     "gsm8k": Task("gsm8k", gsm8k.rows, "GSM8K word problems; gold = the number after '####'"),
-    "arithmetic": Task("arithmetic", arithmetic.rows, "generated add/subtract word problems (offline)"),
+    "arithmetic": Task(
+        "arithmetic", arithmetic.rows, "generated add/subtract word problems (offline)", native_heldout=True
+    ),
     "jsonl": Task("jsonl", user_jsonl.rows, "your JSONL/Parquet files with question and answer columns"),
     "math": Task("math", math.rows, "MATH problems; gold = the answer field or the last \\boxed{} (LaTeX)"),
 }

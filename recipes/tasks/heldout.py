@@ -1,0 +1,81 @@
+"""The held-out split of tasks without one of their own: a fixed share of the training split, chosen by question.
+
+Held-out evaluation during training must not see training questions, and must not see the final evaluation's
+questions either (choosing a checkpoint on the test set biases the final comparison). A task that generates its
+own held-out split (arithmetic, ``Task.native_heldout``) serves it; for every other task the ``heldout`` split is
+the rows of the training split (``data.split``, read from ``data.source``, never ``data.eval_source``) whose
+question text hashes into ``HELDOUT_PERCENT`` of 100 buckets (sha256 of the text with runs of whitespace made
+one space), and the training split is the rest, whether or not held-out evaluation is on. So:
+
+- no question text is in both (a repeated question hashes the same way), and the test split is never read;
+- membership depends on the question alone: not on row order, ``data.limit``, the length filter, other rows,
+  or which copy of the data is read (the bundled GSM8K sample's questions fall as they do in the full set);
+- rows keep the source's ids (a held-out GSM8K row is ``gsm8k-train-00015``).
+
+5 percent: GSM8K's 7,473 training questions give 365 held-out ones (MATH's 7,500 about as many), enough for a
+95% interval on accuracy at most about 5 points either side, at a cost of 5% of the training data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from recipes.tasks.sources import DataError
+
+logger = logging.getLogger(__name__)
+HELDOUT = "heldout"
+HELDOUT_PERCENT = 5
+
+
+def in_heldout(question: str) -> bool:
+    """Whether a question belongs to the carved held-out split, from a hash of its whitespace-normalised text."""
+    digest = hashlib.sha256(" ".join(question.split()).encode("utf-8")).hexdigest()
+    return int(digest, 16) % 100 < HELDOUT_PERCENT
+
+
+def source_split(task, data: dict, split: str) -> str:
+    """The split of ``task``'s source whose rows hold ``split``: ``data.split`` for a carved held-out split."""
+    return data["split"] if split == HELDOUT and not task.native_heldout else split
+
+
+def task_rows(task, data: dict, split: str):
+    """The rows of ``split`` of ``task``: the carved held-out split, or the training split without it.
+
+    Args:
+        task: A ``recipes.tasks.Task``.
+        data: The recipe's ``data:`` section with its defaults (``split`` names the training split).
+        split: The split to load; splits other than ``heldout`` and ``data.split`` are the source's, as read.
+
+    Returns:
+        A ``datasets.Dataset`` with the task's columns, in the source's order.
+
+    Raises:
+        DataError: ``data.split`` is ``heldout`` for a task that carves it, or no training question falls into
+            the held-out split.
+    """
+    if task.native_heldout or split not in (HELDOUT, data["split"]):
+        return task.rows(data, split)
+    if data["split"] == HELDOUT:
+        raise DataError(
+            f"data.split is {HELDOUT!r}, but the {task.name} task carves its held-out split from the training "
+            "split: set data.split to the split to train on (e.g. train)."
+        )
+    rows = task.rows(data, data["split"])
+    held = [in_heldout(question) for question in rows["question"]]
+    if split == HELDOUT and not any(held):
+        raise DataError(
+            f"data.source {data['source']} has no held-out questions: the held-out split is the "
+            f"{HELDOUT_PERCENT}% of the {data['split']} split's questions that hash into it, and none of its "
+            f"{len(rows)} do. Add training rows, or turn held-out evaluation off."
+        )
+    logger.info(
+        "%s's %s split: %d of %d rows held out (%d%% of questions, by hash), the other %d for training.",
+        data["source"],
+        data["split"],
+        sum(held),
+        len(rows),
+        HELDOUT_PERCENT,
+        len(rows) - sum(held),
+    )
+    return rows.select([i for i, is_held in enumerate(held) if is_held == (split == HELDOUT)])
