@@ -52,21 +52,31 @@ def measured_row(output_dir: Path) -> tuple:
     state = json.loads((output_dir / "trainer_state.json").read_text())
     runtime = next(e["train_runtime"] for e in reversed(state["log_history"]) if "train_runtime" in e)
     seconds = sum(e["seconds"] for e in history["evaluations"])
-    return (str(output_dir), len(history["evaluations"]), f"{seconds:.1f}", f"{runtime:.1f}", f"{seconds / runtime:.1%}")
+    return (
+        str(output_dir),
+        len(history["evaluations"]),
+        f"{seconds:.1f}",
+        f"{runtime:.1f}",
+        f"{seconds / runtime:.1%}",
+    )
 
 
 def print_table(header: tuple, rows: list[tuple]) -> None:
     widths = [max(len(str(c)) for c in column) for column in zip(header, *rows)]
     for row in (header, *rows):
-        print("  ".join(f"{str(c):<{w}}" for c, w in zip(row, widths)))
+        print("  ".join(f"{c!s:<{w}}" for c, w in zip(row, widths)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("runs", nargs="*", type=Path, help="finished training output folders to measure")
     args = parser.parse_args(argv)
     if args.runs:
-        print_table(("run", "evaluations", "held-out s", "train s", "share"), [measured_row(r) for r in args.runs])
+        print_table(
+            ("run", "evaluations", "held-out s", "train s", "share"), [measured_row(r) for r in args.runs]
+        )
     else:
         header = ("recipe", "questions x samples", "calls/eval", "every_steps", "rounds/step", "bound")
         print_table(header, arithmetic_rows())

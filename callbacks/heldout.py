@@ -130,7 +130,9 @@ class HeldoutCallback(TrainerCallback):
         start = time.monotonic()
         records = evaluate_live(self.trainer, self.plan, step)
         entry = summarize(records, step, self._reward_since(state.log_history))
-        entry["seconds"] = round(time.monotonic() - start, 3)  # what it costs the run (benchmarks/heldout_cost.py)
+        entry["seconds"] = round(
+            time.monotonic() - start, 3
+        )  # what it costs the run (benchmarks/heldout_cost.py)
         self.history["evaluations"].append(entry)
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)

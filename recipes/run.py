@@ -147,7 +147,9 @@ def train(recipe) -> Path:
         elif state.is_main_process:
             keep_final_adapter(Path(plan.resume_from), output_dir)
             why = stopped_early(Path(plan.resume_from))
-            how = f"ended early: {why}" if why else f"trainer.max_steps={recipe.config['trainer']['max_steps']}"
+            how = (
+                f"ended early: {why}" if why else f"trainer.max_steps={recipe.config['trainer']['max_steps']}"
+            )
             logger.info(
                 "%s already finished at step %d (%s): nothing to train. The final adapter is in %s. To train "
                 "longer, %s; for a new run, set trainer.output_dir.",
