@@ -140,40 +140,50 @@ def _rewards(best: dict, latest: dict, log_history: list[dict], window: int) -> 
     return None if before is None or after is None else (before, after)
 
 
-def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+def _against_reference(evaluations: list[dict], pick, column: int):
+    """(reference, latest, paired change, test note): the latest evaluation against the one ``pick`` chose."""
     *earlier, latest = evaluations
-    best = max(earlier, key=lambda e: e["accuracy"])  # max keeps the first of equals: the earliest
-    change = _paired_change(best, latest, _CORRECT, references=len(earlier))
+    reference = pick(earlier)
+    change = _paired_change(reference, latest, column, references=len(earlier))
+    note = change and (
+        f"(step {reference['step']} -> step {latest['step']}, paired sign-flip p = {change[1]:.2g} over "
+        f"{change[2]} questions, Bonferroni over {len(earlier)} earlier evaluations)"
+    )
+    return reference, latest, change, note
+
+
+def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    # max keeps the first of equals: the earliest
+    best, latest, change, note = _against_reference(
+        evaluations, lambda earlier: max(earlier, key=lambda e: e["accuracy"]), _CORRECT
+    )
     if change is None or change[0] >= 0 or change[1] >= settings.alpha:
         return None
     rewards = _rewards(best, latest, log_history, settings.window)
     if rewards is None or rewards[1] <= rewards[0]:
         return None
-    steps = (best["step"], latest["step"])
     return Alarm(
         "reward_hacking",
         "heldout/accuracy",
-        steps,
-        f"heldout/accuracy fell {best['accuracy']:.1%} -> {latest['accuracy']:.1%} "
-        f"(step {steps[0]} -> step {steps[1]}, paired sign-flip p = {change[1]:.2g} over {change[2]} "
-        f"questions, Bonferroni over {len(earlier)} earlier evaluations) while the training reward rose {rewards[0]:.2f} -> {rewards[1]:.2f}",
+        (best["step"], latest["step"]),
+        f"heldout/accuracy fell {best['accuracy']:.1%} -> {latest['accuracy']:.1%} {note} while the training "
+        f"reward rose {rewards[0]:.2f} -> {rewards[1]:.2f}",
     )
 
 
 def _unparseable_rising(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
-    *earlier, latest = evaluations
-    lowest = min(earlier, key=lambda e: e["unparseable"])  # min keeps the first of equals: the earliest
-    change = _paired_change(lowest, latest, _UNPARSEABLE, references=len(earlier))
+    # min keeps the first of equals: the earliest
+    lowest, latest, change, note = _against_reference(
+        evaluations, lambda earlier: min(earlier, key=lambda e: e["unparseable"]), _UNPARSEABLE
+    )
     if change is None or change[0] <= 0 or change[1] >= settings.alpha:
         return None
-    steps = (lowest["step"], latest["step"])
     return Alarm(
         "unparseable_rising",
         "heldout/unparseable",
-        steps,
-        f"heldout/unparseable rose {lowest['unparseable']:.1%} -> {latest['unparseable']:.1%} "
-        f"(step {steps[0]} -> step {steps[1]}, paired sign-flip p = {change[1]:.2g} over {change[2]} "
-        f"questions, Bonferroni over {len(earlier)} earlier evaluations): the policy is writing fewer answers the grader can read",
+        (lowest["step"], latest["step"]),
+        f"heldout/unparseable rose {lowest['unparseable']:.1%} -> {latest['unparseable']:.1%} {note}: the "
+        "policy is writing fewer answers the grader can read",
     )
 
 
