@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 import yaml
-from _recipes_learning import learnable_reward_override
+from _recipes_learning import EVEN_TOKEN_REWARD, learnable_reward_override
 from conftest import REPO, accelerate_launcher
 from safetensors.torch import load_file
 
@@ -107,7 +107,7 @@ def test_four_bit_base_builds_and_trains_a_step(tmp_path, tiny_model_dir):
             "trainer.max_steps=1",
             "checkpoint.every_steps=1",
             "callbacks=[]",
-            learnable_reward_override(tiny_model_dir),
+            EVEN_TOKEN_REWARD,
             "trainer.learning_rate=1e-2",
         ],
     )
