@@ -137,7 +137,7 @@ class HeldoutCallback(TrainerCallback):
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             write_text_atomically(self.output_dir / entry["records"], text)
-        self._log(entry)
+        self._log(entry, control)
         if control.should_save:
             self._mark_best(state, entry)
         reasons = self._alarm(state) + self._plateau()
@@ -166,12 +166,15 @@ class HeldoutCallback(TrainerCallback):
         rewards = [e["reward"] for e in log_history if "reward" in e and e.get("step", 0) > previous]
         return sum(rewards) / len(rewards) if rewards else None
 
-    def _log(self, entry: dict) -> None:
+    def _log(self, entry: dict, control) -> None:
         metrics = {"heldout/accuracy": entry["accuracy"], "heldout/unparseable": entry["unparseable"]}
         if entry["low"] is not None:
             metrics |= {"heldout/accuracy_low": entry["low"], "heldout/accuracy_high": entry["high"]}
         # Trainer.log, not GRPOTrainer.log: TRL's would flush its half-accumulated step metrics into this entry.
+        # Logging clears control.should_log, which would cancel this step's own training log: keep it.
+        should_log = control.should_log
         Trainer.log(self.trainer, metrics)
+        control.should_log = should_log
         interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
         best = max(self.history["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
         logger.info(

@@ -20,10 +20,12 @@ from recipes.tasks.sources import DataError
 def heldout_plan(recipe) -> HeldoutPlan:
     """The questions, samples, seeds and decoding of every held-out evaluation of this recipe's run."""
     from recipes.data import load_split
-    from recipes.evaluate import select_questions
+    from recipes.evaluate import eval_data, select_questions
 
     data, heldout = recipe.config["data"], recipe.config["heldout"]
-    rows = load_split({**data, "limit": None, "max_prompt_tokens": None}, split=heldout["split"])
+    rows = load_split(
+        eval_data(data, heldout["split"]), split=heldout["split"]
+    )  # as evaluate --split heldout
     if heldout["questions"] > len(rows):
         raise DataError(
             f"heldout.questions is {heldout['questions']} but the {heldout['split']} split of {data['source']} has "
