@@ -55,7 +55,7 @@ SECTIONS: dict[str, dict[str, Key]] = {
         ),
         "split": Key((str,), "train", "split to train on"),
         "system_prompt": Key((str,), REQUIRED, "system message that opens every prompt"),
-        "limit": Key((int, None), None, "keep only the first N rows"),
+        "limit": Key((int, None), None, "keep only the first N training rows (after the held-out carve)"),
         "max_prompt_tokens": Key((int, None), None, "drop prompts longer than this many tokens"),
     },
     # Held-out evaluation during training (callbacks/heldout.py): accuracy on questions the run never trains on
