@@ -24,43 +24,12 @@ from pathlib import Path
 from transformers import Trainer, TrainerCallback
 
 from callbacks.alarms import AlarmSettings, check_alarms, plateaued
-from callbacks.errors import CheckpointError
+from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
 from recipes.atomic import write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.paired import t_interval
 
 logger = logging.getLogger(__name__)
-FORMAT = 1
-HISTORY_NAME = "heldout.json"  # inside each checkpoint-N folder
-
-
-def empty_history() -> dict:
-    return {"format": FORMAT, "evaluations": [], "alarms": [], "stopped": None}
-
-
-def read_history(path: Path) -> dict | None:
-    """A history file (None when absent); CheckpointError naming the file when it is not one."""
-    if not path.is_file():
-        return None
-    try:
-        history = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is not a held-out history (invalid JSON: {e}).") from None
-    if not isinstance(history, dict) or history.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{path} is not a held-out history of format {FORMAT}; it was not written here."
-        )
-    return history
-
-
-def history_until(history: dict, step: int) -> dict:
-    """The history as it stood at ``step``: a resumed run forgets what came after its checkpoint."""
-    return {
-        **history,
-        "evaluations": [e for e in history["evaluations"] if e["step"] <= step],
-        "alarms": [a for a in history["alarms"] if a["steps"][1] <= step],
-        "stopped": history["stopped"] if history["stopped"] and history["stopped"]["step"] <= step else None,
-    }
 
 
 def summarize(records: list[dict], step: int, reward: float | None) -> dict:

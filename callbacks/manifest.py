@@ -20,13 +20,13 @@ from importlib import metadata
 from pathlib import Path
 
 from callbacks.errors import CheckpointError
+from callbacks.heldout_history import HISTORY_NAME, read_history
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "grpo-recipes-checkpoint/1"
 CHECKPOINT_RE = re.compile(r"^checkpoint-(\d+)$")
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
-HELDOUT_NAME = "heldout.json"  # the held-out history up to this checkpoint, written by callbacks/heldout.py
 _HELDOUT_FIELDS = ("step", "accuracy", "low", "high", "questions", "samples")
 _VERSIONED = ("grpo-recipes", "torch", "transformers", "trl", "peft", "accelerate", "deepspeed")
 _CHUNK = 8 << 20
@@ -120,24 +120,12 @@ def heldout_at(folder: Path, step: int) -> dict | None:
     Raises:
         CheckpointError: heldout.json is not a held-out history (``{"format": 1, "evaluations": [...]}``).
     """
-    path = folder / HELDOUT_NAME
-    if not path.is_file():
+    path = folder / HISTORY_NAME
+    history = read_history(path)
+    if history is None:
         return None
+    evaluations = history["evaluations"]
     fix = "It is written by the held-out evaluation (recipe section heldout); delete it to save without one."
-    try:
-        history = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path} is not valid JSON ({e}). {fix}") from None
-    evaluations = (
-        history.get("evaluations") if isinstance(history, dict) and history.get("format") == 1 else None
-    )
-    if not isinstance(evaluations, list) or not all(
-        isinstance(e, dict) and type(e.get("step")) is int for e in evaluations
-    ):
-        raise CheckpointError(
-            f'{path} is not a held-out history: expected {{"format": 1, "evaluations": [{{"step": N, ...}}]}}. '
-            + fix
-        )
     found = next((e for e in evaluations if e["step"] == step), None)
     if found is None:
         return None

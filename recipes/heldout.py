@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from callbacks.alarms import AlarmSettings
-from callbacks.heldout import HISTORY_NAME, HeldoutCallback, read_history
+from callbacks.heldout import HeldoutCallback
+from callbacks.heldout_history import HISTORY_NAME, read_history
 from recipes.evaluation.generation import decoding_for
 from recipes.evaluation.live import HeldoutPlan
 from recipes.evaluation.records import format_style

@@ -98,7 +98,7 @@ def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
 
 def stopped_early(checkpoint: Path) -> str | None:
     """Why the run ended at this checkpoint before trainer.max_steps (an alarm or a plateau), if it did."""
-    from callbacks.heldout import HISTORY_NAME, read_history
+    from callbacks.heldout_history import HISTORY_NAME, read_history
 
     history = read_history(checkpoint / HISTORY_NAME)
     return history["stopped"]["reason"] if history and history["stopped"] else None

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from callbacks.errors import CheckpointError
-from callbacks.heldout import empty_history, history_until, read_history, summarize
+from callbacks.heldout import summarize
+from callbacks.heldout_history import empty_history, history_until, read_history
 from recipes.evaluation.live import share
 from recipes.heldout import heldout_plan
 from recipes.recipe import RecipeError, load_recipe

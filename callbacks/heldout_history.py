@@ -1,0 +1,50 @@
+"""The held-out history file: its format, and reading it back (one place for the checkpoint's manifest, resume
+and the runner). callbacks/heldout.py writes it: ``OUTPUT_DIR/heldout/history.json`` after every evaluation, and
+``checkpoint-N/heldout.json`` (the evaluations up to step N) in every checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from callbacks.errors import CheckpointError
+
+FORMAT = 1
+HISTORY_NAME = "heldout.json"  # inside each checkpoint-N folder
+
+
+def empty_history() -> dict:
+    """The history of a run that has not evaluated yet."""
+    return {"format": FORMAT, "evaluations": [], "alarms": [], "stopped": None}
+
+
+def read_history(path: Path) -> dict | None:
+    """A history file (None when absent); CheckpointError naming the file when it is not one."""
+    if not path.is_file():
+        return None
+    try:
+        history = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not a held-out history (invalid JSON: {e}).") from None
+    evaluations = history.get("evaluations") if isinstance(history, dict) else None
+    if (
+        not isinstance(evaluations, list)
+        or history.get("format") != FORMAT
+        or not all(isinstance(e, dict) and type(e.get("step")) is int for e in evaluations)
+    ):
+        raise CheckpointError(
+            f'{path} is not a held-out history of format {FORMAT} ({{"format": 1, "evaluations": [{{"step": N, '
+            "...}], ...}); it was not written by the held-out evaluation (recipe section heldout)."
+        )
+    return {"alarms": [], "stopped": None, **history}
+
+
+def history_until(history: dict, step: int) -> dict:
+    """The history as it stood at ``step``: a resumed run forgets what came after its checkpoint."""
+    return {
+        **history,
+        "evaluations": [e for e in history["evaluations"] if e["step"] <= step],
+        "alarms": [a for a in history["alarms"] if a["steps"][1] <= step],
+        "stopped": history["stopped"] if history["stopped"] and history["stopped"]["step"] <= step else None,
+    }
