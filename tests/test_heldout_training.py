@@ -90,3 +90,19 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     assert manifest["heldout"]["accuracy"] == resumed["evaluations"][2]["accuracy"]
     assert json.loads((out / "best").read_text())["checkpoint"] == f"checkpoint-{best['step']}"
     assert fetch_checkpoint(out / "best") == out / f"checkpoint-{best['step']}"
+
+
+def test_a_held_out_plateau_ends_the_run_after_patience_evaluations(tmp_path):
+    # The random tiny model never answers right: no evaluation after the first beats it.
+    out = tmp_path / "plateau"
+    command = [*accelerate_launcher(1), "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"]
+    result = subprocess.run(
+        [*command, "trainer.max_steps=16", "checkpoint.every_steps=4", "heldout.patience=2"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    stopped = history(out)["stopped"]
+    assert stopped["step"] == 12 and stopped["reason"].startswith("heldout/accuracy plateaued")
+    assert [e["step"] for e in history(out)["evaluations"]] == [4, 8, 12]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 12
+    assert "Ending the run at step 12, saving checkpoint-12 first" in result.stderr
