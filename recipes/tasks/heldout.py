@@ -67,7 +67,7 @@ def task_rows(task, data: dict, split: str):
         raise DataError(
             f"data.source {data['source']} has no held-out questions: the held-out split is the "
             f"{HELDOUT_PERCENT}% of the {data['split']} split's questions that hash into it, and none of its "
-            f"{len(rows)} do. Add training rows, or turn held-out evaluation off."
+            f"{len(rows)} do. Add training rows, or turn held-out evaluation off (heldout.enabled=false)."
         )
     logger.info(
         "%s's %s split: %d of %d rows held out (%d%% of questions, by hash), the other %d for training.",
