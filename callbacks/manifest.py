@@ -124,11 +124,10 @@ def heldout_at(folder: Path, step: int) -> dict | None:
     history = read_history(path)
     if history is None:
         return None
-    evaluations = history["evaluations"]
-    fix = "It is written by the held-out evaluation (recipe section heldout); delete it to save without one."
-    found = next((e for e in evaluations if e["step"] == step), None)
+    found = next((e for e in history["evaluations"] if e["step"] == step), None)
     if found is None:
         return None
+    fix = "It is written by the held-out evaluation (recipe section heldout); delete it to save without one."
     summary = {key: found.get(key) for key in _HELDOUT_FIELDS}
     if not (
         _is_number(summary["accuracy"])

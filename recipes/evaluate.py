@@ -52,6 +52,7 @@ from recipes.evaluation.records import (
     format_style,
     make_record,
     read_records,
+    record_settings,
     repair_end,
     summary,
 )
@@ -194,22 +195,11 @@ def evaluate(
     rows = load_split(data, split=split)
     rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
     ids = [row["id"] for row in rows]
-    # Settings every record of one file shares. The adapter is identified by the folder it resolved to (a run
-    # prefix resolves to its newest checkpoint, RUN/best to its best), not by how it was written on the command
-    # line.
-    settings = {
-        "model": recipe.config["model"]["name_or_path"],
-        "adapter_path": str(folder.resolve()) if folder else None,
-        "seed": seed,
-        "split": split,
-        "source": data["source"],
-        **dataclasses.asdict(decoding),
-    }
+    settings = record_settings(recipe, folder, seed, split, data["source"], decoding)
     check_resumable(existing, settings, out)
     done = {(r.get("id"), r.get("sample")): r for r in existing}
-    # Batches are cut from the full plan, never from what is left, so a resumed run meets the same batches.
-    units = [(q, k) for q in range(len(ids)) for k in range(samples)]
-    batches = [units[i : i + batch_size] for i in range(0, len(units), batch_size)]
+    batches = generation.plan_batches(len(ids), samples, batch_size)
+    units = [unit for batch in batches for unit in batch]
     pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
     finished = sum((ids[q], k) in done for q, k in units)
     logger.info(

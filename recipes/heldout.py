@@ -14,7 +14,7 @@ from callbacks.heldout import HeldoutCallback
 from callbacks.heldout_history import HISTORY_NAME, read_history
 from recipes.evaluation.generation import decoding_for
 from recipes.evaluation.live import HeldoutPlan
-from recipes.evaluation.records import format_style
+from recipes.evaluation.records import format_style, record_settings
 from recipes.tasks.sources import DataError
 
 
@@ -34,16 +34,6 @@ def heldout_plan(recipe) -> HeldoutPlan:
         )
     rows = rows.select(select_questions(rows["id"], heldout["questions"], heldout["seed"])).to_list()
     decoding = decoding_for(recipe.config["trainer"], None, None, None, samples=heldout["samples"])
-    settings = {
-        "model": recipe.config["model"]["name_or_path"],
-        "adapter_path": None,
-        "seed": heldout["seed"],
-        "split": heldout["split"],
-        "source": data["source"],
-        "temperature": decoding.temperature,
-        "top_p": decoding.top_p,
-        "max_new_tokens": decoding.max_new_tokens,
-    }
     return HeldoutPlan(
         rows=rows,
         samples=heldout["samples"],
@@ -51,7 +41,7 @@ def heldout_plan(recipe) -> HeldoutPlan:
         batch_size=heldout["batch_size"],
         decoding=decoding,
         style=format_style(recipe.config["rewards"]),
-        settings=settings,
+        settings=record_settings(recipe, None, heldout["seed"], heldout["split"], data["source"], decoding),
     )
 
 

@@ -70,7 +70,9 @@ def test_manifest_records_the_heldout_evaluation_at_its_step(tmp_path):
         build_manifest(folder, step=300, recipe_name="t", run_id="r", world_size=1, rank=0)["heldout"] is None
     )
     (folder / "heldout.json").write_text('{"format": 1, "evaluations": [')
-    with pytest.raises(CheckpointError, match=rf"{folder / 'heldout.json'} is not a held-out history \(invalid JSON"):
+    with pytest.raises(
+        CheckpointError, match=rf"{folder / 'heldout.json'} is not a held-out history \(invalid JSON"
+    ):
         build_manifest(folder, step=200, recipe_name="tiny", run_id="r1", world_size=1, rank=0)
     (folder / "heldout.json").write_text(json.dumps({"evaluations": [{"step": 200}]}))
     with pytest.raises(CheckpointError, match=r"heldout\.json is not a held-out history of format 1"):

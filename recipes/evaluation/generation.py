@@ -102,6 +102,16 @@ def derive_seed(*parts) -> int:
     return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
+def plan_batches(questions: int, samples: int, batch_size: int) -> list[list[tuple[int, int]]]:
+    """(question index, sample) units in plan order, cut into batches of ``batch_size``.
+
+    Batches are cut from the full plan, never from what is left, so a resumed evaluation meets the same batches
+    (and so the same per-batch seeds) as an uninterrupted one.
+    """
+    units = [(q, k) for q in range(questions) for k in range(samples)]
+    return [units[i : i + batch_size] for i in range(0, len(units), batch_size)]
+
+
 def prompt_token_ids(tokenizer, conversations: list[list[dict]]) -> list[list[int]]:
     """Token ids of chat prompts through the tokenizer's chat template, ready for the assistant's turn."""
     texts = tokenizer.apply_chat_template(conversations, add_generation_prompt=True, tokenize=False)

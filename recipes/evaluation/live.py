@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from recipes.evaluation.generation import Decoding, HFGenerator, derive_seed, prompt_token_ids
+from recipes.evaluation.generation import Decoding, HFGenerator, derive_seed, plan_batches, prompt_token_ids
 from recipes.evaluation.records import make_record
 
 
@@ -43,8 +43,7 @@ class HeldoutPlan:
 
     def batches(self) -> list[list[tuple[int, int]]]:
         """(question index, sample) units cut into batches, in plan order."""
-        units = [(q, k) for q in range(len(self.rows)) for k in range(self.samples)]
-        return [units[i : i + self.batch_size] for i in range(0, len(units), self.batch_size)]
+        return plan_batches(len(self.rows), self.samples, self.batch_size)
 
 
 def share(batches: list, rank: int, world: int) -> tuple[list, int]:

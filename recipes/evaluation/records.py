@@ -6,6 +6,7 @@ One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/ev
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -116,6 +117,24 @@ def append_records(handle, records: list[dict]) -> None:
     handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     handle.flush()
     os.fsync(handle.fileno())
+
+
+def record_settings(
+    recipe, adapter_folder: Path | None, seed: int, split: str, source: str, decoding
+) -> dict:
+    """Settings every record of one evaluation shares (evaluate.py's files and the held-out ones alike).
+
+    The adapter is identified by the folder it resolved to (a run prefix resolves to its newest checkpoint,
+    RUN/best to its best), not by how it was written on the command line.
+    """
+    return {
+        "model": recipe.config["model"]["name_or_path"],
+        "adapter_path": str(adapter_folder.resolve()) if adapter_folder else None,
+        "seed": seed,
+        "split": split,
+        "source": source,
+        **dataclasses.asdict(decoding),
+    }
 
 
 def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
