@@ -27,10 +27,12 @@ from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lease import RemoteLease
-from callbacks.lock import OutputLock
+from callbacks.lock import LOCK_NAME, OutputLock
+from callbacks.machines import Machine, gather_parts, join_machines, upload_part
 from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
+from callbacks.saved_adapter import saved_adapter_problems
 from callbacks.settings import CheckpointSettings
 from callbacks.stores import FolderStore, Store, open_store
 from callbacks.uploader import BackgroundUploader, UploadJob
@@ -84,8 +86,9 @@ def _release(*held) -> None:
 
 
 class SealCallback(TrainerCallback):
-    """After each save, write the checkpoint's manifest (every file's size and SHA-256) into its folder, then
-    update the ``OUTPUT_DIR/best`` pointer over the local checkpoint folders.
+    """After each save, check the checkpoint's adapter against the model (a sharded engine may have saved none),
+    write its manifest (every file's size and SHA-256) into its folder, then update the ``OUTPUT_DIR/best``
+    pointer over the local checkpoint folders.
 
     A later launch then verifies the local copy like a download, and falls back to the newest good copy.
     """
@@ -98,6 +101,10 @@ class SealCallback(TrainerCallback):
             _partial_state().wait_for_everyone()
         if state.is_world_process_zero:
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if kwargs.get("model") is not None and (
+                problems := saved_adapter_problems(folder, kwargs["model"])
+            ):
+                raise CheckpointError(f"{folder} is not a usable checkpoint: {'; '.join(problems)}")
             seal_checkpoint(
                 folder,
                 step=state.global_step,
@@ -117,6 +124,8 @@ class CheckpointSyncCallback(TrainerCallback):
         staging_dir: Private folder for staged copies (same filesystem as output_dir, for hard links).
         max_pending: Checkpoints that may wait behind the one uploading before the oldest is skipped.
         lease: This launch's lease on the store, checked before each commit (None: no check).
+        machine: This process's machine; on a run spread over machines without a shared disk, each machine
+            uploads the files only it has, and the main process commits (callbacks/machines.py).
     """
 
     def __init__(
@@ -126,25 +135,37 @@ class CheckpointSyncCallback(TrainerCallback):
         staging_dir: Path,
         max_pending: int = 1,
         lease: RemoteLease | None = None,
+        machine: Machine | None = None,
     ):
         self.store, self.run, self.staging_dir, self.lease = store, run, Path(staging_dir), lease
-        self.uploader = BackgroundUploader(self._upload, max_pending=max_pending)
+        self.machine = machine = machine or Machine()
+        # Another machine never skips a part: the main process's commit of that checkpoint waits for it.
+        pending = max_pending if not machine.uploads_part else 1 << 20
+        self.uploader = BackgroundUploader(self._upload, max_pending=pending)
 
     def _upload(self, job: UploadJob) -> None:
+        if self.machine.uploads_part:
+            upload_part(self.store, job.staged, job.step, job.part, self.machine.name)
+            return
         if self.lease:  # another launch took the prefix: writing now would overwrite its checkpoints
             self.lease.check()
-        publish_staged(self.store, job.staged, job.step, self.run, world_size=job.world_size)
+        publish_staged(self.store, job.staged, job.step, self.run, world_size=job.world_size, part=job.part)
 
     def on_save(self, args, state, control, **kwargs):
         if args.world_size > 1:  # every rank has written its RNG state before the main process stages
             _partial_state().wait_for_everyone()
-        if not state.is_world_process_zero:
-            return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        main = state.is_world_process_zero
+        part = gather_parts(folder, self.machine, is_main=main) if self.machine.separate else None
+        if not (main or self.machine.uploads_part):
+            return
         if not folder.is_dir():
             raise CheckpointError(f"The trainer reported a save, but {folder} does not exist")
-        staged = stage_checkpoint(folder, self.staging_dir, self.run.recipe_yaml)
-        self.uploader.submit(UploadJob(state.global_step, staged, args.world_size))
+        if main:
+            staged = stage_checkpoint(folder, self.staging_dir, self.run.recipe_yaml)
+        else:
+            staged = stage_checkpoint(folder, self.staging_dir, None, only=part.files)
+        self.uploader.submit(UploadJob(state.global_step, staged, args.world_size, part))
 
     def finish(self) -> str | None:
         """Wait for the uploads (on the main process) and return why the newest checkpoint is not safe, if so.
@@ -224,8 +245,8 @@ def prepare_checkpointing(
             overwrite: Allow deleting another run's checkpoints at ``uri`` (or the output_dir's).
             endpoint_url: S3-compatible endpoint (MinIO, R2).
 
-    Only the main process talks to the store. Multi-node runs need output_dir on a filesystem every node
-    shares: the main process downloads the checkpoint to resume from there, and uploads every rank's files.
+    The main process resolves and commits. On several machines without a shared output_dir, every other
+    machine also uploads its ranks' files and downloads the checkpoint to resume from (callbacks/machines.py).
 
     Raises:
         CheckpointError: Bad arguments, storage that cannot be used (said precisely), or a run conflict.
@@ -259,7 +280,7 @@ def prepare_checkpointing(
                 store=store, output_dir=output_dir, run=run, overwrite=overwrite, endpoint_url=endpoint_url
             )
             chosen, effective_run = resolver.resolve(resume, run_id)
-            outcome = (str(chosen) if chosen else None, effective_run)
+            outcome = (str(chosen) if chosen else None, effective_run, lock.path.read_text())
         except CheckpointError as e:
             outcome = e
         except Exception:
@@ -274,7 +295,26 @@ def prepare_checkpointing(
     if isinstance(outcome, CheckpointError):
         _release(lease, lock)
         raise outcome
-    resume_from, effective_run = outcome
+    resume_from, effective_run, main_lock = outcome
+    machine = Machine()
+    if distributed:
+        try:
+            lock_path = output_dir / SYNC_DIR / LOCK_NAME
+            machine, machine_store, resume_from = join_machines(
+                output_dir,
+                lock_path,
+                main_lock,
+                resume_from,
+                effective_run,
+                uri=uri,
+                endpoint_url=endpoint_url,
+            )
+        except CheckpointError:
+            _release(lease, lock)
+            raise
+        store = store if is_main else machine_store
+        if machine.uploads_part:  # this machine's staged copies of a crashed launch
+            shutil.rmtree(output_dir / SYNC_DIR / "staging", ignore_errors=True)
     if is_main:
         where = f"syncing to {store.uri} every {every_steps} steps" if store else "local checkpoints only"
         start = f"resuming from {resume_from}" if resume_from else "starting from step 0"
@@ -282,7 +322,8 @@ def prepare_checkpointing(
     run = RunInfo(recipe_name, recipe_yaml, effective_run, keep_last)
     callbacks = [SealCallback(run)]
     if uri:
-        callbacks.append(CheckpointSyncCallback(store, run, output_dir / SYNC_DIR / "staging", lease=lease))
+        staging = output_dir / SYNC_DIR / "staging"
+        callbacks.append(CheckpointSyncCallback(store, run, staging, lease=lease, machine=machine))
     return CheckpointPlan(
         callbacks=callbacks,
         resume_from=resume_from,

@@ -72,6 +72,12 @@ def training_state_problems(files: Iterable[str], *, world_size: int | None = No
         missing = [f"rng_state_{i}.pth" for i in range(world_size) if f"rng_state_{i}.pth" not in names]
         if missing:
             problems.append(f"RNG state of {world_size} processes expected, missing {', '.join(missing)}")
+        if deepspeed:  # every rank's ZeRO optimizer shard, written on its own machine
+            shards = {m.group(1) for n in names if (m := re.match(r"global_step\d+/(?:\w+_)?zero_pp_rank_(\d+)_", n))}
+            if lost := [str(r) for r in range(world_size) if str(r) not in shards]:
+                problems.append(
+                    f"ZeRO optimizer shards of {world_size} ranks expected, missing rank {', '.join(lost)}"
+                )
     elif world_size == 1 and "rng_state.pth" not in names:
         problems.append("rng_state.pth is missing")
     elif not any(re.fullmatch(r"rng_state(_\d+)?\.pth", n) for n in names):
@@ -93,6 +99,14 @@ def list_files(folder: Path) -> list[str]:
     return sorted(
         p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST_NAME
     )
+
+
+def file_entries(folder: Path) -> dict[str, dict]:
+    """Relative path -> ``{"size", "sha256"}`` of every file under ``folder`` but the manifest."""
+    return {
+        rel: {"size": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
+        for rel in list_files(folder)
+    }
 
 
 def library_versions() -> dict[str, str]:
@@ -151,10 +165,7 @@ def build_manifest(
     Raises:
         CheckpointError: The folder's heldout.json is not a held-out history.
     """
-    files = {
-        rel: {"size": (folder / rel).stat().st_size, "sha256": sha256_file(folder / rel)}
-        for rel in list_files(folder)
-    }
+    files = file_entries(folder)
     return {
         "format": FORMAT,
         "step": step,

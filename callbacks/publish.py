@@ -13,11 +13,13 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
+from callbacks.machines import Part, wait_for_parts
 from callbacks.manifest import build_manifest, checkpoint_step, training_state_problems
 from callbacks.remote import apply_retention, commit_checkpoint
 from callbacks.stores import Store
@@ -36,23 +38,26 @@ class RunInfo:
     keep_last: int | None = None
 
 
-def stage_checkpoint(folder: Path, staging_root: Path, recipe_yaml: str) -> Path:
+def stage_checkpoint(
+    folder: Path, staging_root: Path, recipe_yaml: str | None, only: Collection[str] | None = None
+) -> Path:
     """Mirror a checkpoint folder into a private staging folder (plus the resolved recipe) and return it.
 
     The Trainer writes new files for every checkpoint, so hard-linked files never change under the upload.
+    ``only`` stages just those relative paths (another machine's share), and ``recipe_yaml=None`` no recipe.
     """
     staged = staging_root / f"{folder.name}-{uuid.uuid4().hex[:8]}"
+    staged.mkdir(parents=True)
     for path in sorted(folder.rglob("*")):
         target = staged / path.relative_to(folder)
-        if path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
+        if path.is_dir() or (only is not None and path.relative_to(folder).as_posix() not in only):
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(path, target)
         except OSError:
             shutil.copy2(path, target)
-    if not (staged / RECIPE_FILE).exists():
+    if recipe_yaml is not None and not (staged / RECIPE_FILE).exists():
         (staged / RECIPE_FILE).write_text(recipe_yaml)
     return staged
 
@@ -71,9 +76,13 @@ def publish_staged(
     *,
     world_size: int | None = None,
     progress: bool = False,
+    part: Part | None = None,
 ) -> dict:
     """Commit a staged checkpoint to the store (files, then manifest), update the ``best`` pointer, then apply
     retention (which keeps the best); returns the manifest.
+
+    ``part``: the files other machines upload (callbacks/machines.py); the manifest lists them, and is written
+    only once every machine's receipt is in.
 
     Raises:
         CheckpointError: The checkpoint is not resumable (it is then not uploaded), or the commit failed.
@@ -84,13 +93,18 @@ def publish_staged(
     manifest = build_manifest(
         staged, step=step, recipe_name=run.recipe_name, run_id=run.run_id, world_size=world_size, rank=0
     )
+    if part:
+        manifest["files"] = dict(sorted({**part.files, **manifest["files"]}.items()))
     problems = training_state_problems(manifest["files"], world_size=world_size)
     if problems:
         raise CheckpointError(
             f"checkpoint-{step} cannot be resumed ({'; '.join(problems)}), so it was not uploaded. "
             "Is trainer.save_only_model set?"
         )
-    written = commit_checkpoint(store, staged, manifest, progress=progress)
+    wait = (lambda: wait_for_parts(store, f"checkpoint-{step}", part)) if part and part.machines else None
+    written = commit_checkpoint(
+        store, staged, manifest, progress=progress, others=part.files if part else (), wait_for_others=wait
+    )
     size_mb = sum(e["size"] for e in manifest["files"].values()) / 1e6
     logger.info(
         "checkpoint-%d %s %s (%d files, %.1f MB, %.1f s)",

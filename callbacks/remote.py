@@ -8,7 +8,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -30,6 +30,9 @@ from callbacks.stores import Store, open_store
 
 logger = logging.getLogger(__name__)
 QUARANTINE = "quarantine"  # beside the checkpoints: committed ones that failed verification, kept for a look
+PARTS_DIR = (
+    ".parts"  # inside a checkpoint: the other machines' receipts for their files (callbacks/machines.py)
+)
 _TRAINING_STATE = re.compile(
     r"^(optimizer.*|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|global_step\d+/.*|latest)$"
 )
@@ -119,8 +122,21 @@ def quarantine_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> str:
     return aside
 
 
-def commit_checkpoint(store: Store, folder: Path, manifest: dict, *, progress: bool = False) -> bool:
+def commit_checkpoint(
+    store: Store,
+    folder: Path,
+    manifest: dict,
+    *,
+    progress: bool = False,
+    others: Collection[str] = (),
+    wait_for_others: Callable[[], None] | None = None,
+) -> bool:
     """Upload a checkpoint folder's files, then its manifest; returns False if it was already committed.
+
+    Args:
+        others: Files of the manifest that other machines upload (callbacks/machines.py), not in ``folder``.
+        wait_for_others: Returns once they are in the store (raises if they will not be); called before the
+            listing is checked and the manifest written.
 
     Raises:
         CheckpointError: The store already holds a different commit of this step, or an upload came out short.
@@ -134,9 +150,14 @@ def commit_checkpoint(store: Store, folder: Path, manifest: dict, *, progress: b
     total = sum(entry["size"] for entry in manifest["files"].values())
     with tqdm(total=total, unit="B", unit_scale=True, desc=f"upload {name}", disable=not progress) as bar:
         for rel in manifest["files"]:
-            store.upload(folder / rel, f"{name}/{rel}", progress=bar.update)
-    # Objects left by an earlier, unfinished upload of this step are not part of this checkpoint.
+            if rel not in others:
+                store.upload(folder / rel, f"{name}/{rel}", progress=bar.update)
+    if wait_for_others:
+        wait_for_others()
+    # Objects left by an earlier, unfinished upload of this step are not part of this checkpoint; neither are the
+    # other machines' receipts, once read.
     stale = [f"{name}/{rel}" for rel in existing if rel not in manifest["files"] and rel != MANIFEST_NAME]
+    stale += [k for k in store.list(f"{name}/{PARTS_DIR}") if k not in stale]
     if stale:
         store.delete(stale)
     uploaded = {k.partition("/")[2]: size for k, size in store.list(name).items()}

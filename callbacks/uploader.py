@@ -23,6 +23,7 @@ class UploadJob:
     step: int
     staged: Path
     world_size: int = 1
+    part: object = None  # callbacks.machines.Part on a run spread over machines without a shared disk
 
 
 class BackgroundUploader:

@@ -5,6 +5,7 @@
     python recipes/run.py --list                                     # recipes and what they are for
     python recipes/run.py gsm8k_qwen --print                         # the resolved recipe, no training
     python recipes/run.py gsm8k_qwen --plan                          # expected GPU memory, no training
+    python recipes/run.py gsm8k_qwen_small --plan --config_file recipes/accelerate/deepspeed_zero2_offload.yaml
     python recipes/export.py outputs/gsm8k_tiny --out merged          # after training: a plain merged model
 
 Thin on purpose: load the recipe, build the pieces from it, train, save.
@@ -96,13 +97,17 @@ def train(recipe) -> Path:
 
     from callbacks import build_callbacks
     from callbacks.checkpoint_sync import prepare_checkpointing
+    from callbacks.saved_adapter import saved_adapter_problems
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment, check_machine
     from recipes.heldout import heldout_callback
+    from recipes.launcher import check_engine, reconcile_precision
     from recipes.model import load_config
     from recipes.model_card import model_card
     from recipes.rerun import finished_step, keep_final_adapter, stopped_early
 
+    check_engine(torch.cuda.is_available())
+    reconcile_precision(recipe)  # before accelerate's state or the GRPOConfig reads the launcher's precision
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
     state = PartialState(cpu=not torch.cuda.is_available())
@@ -140,6 +145,8 @@ def train(recipe) -> Path:
             trainer.save_model(str(output_dir))  # the final adapter and tokenizer
             trainer.save_state()  # trainer_state.json: what stats.curves plots
             if state.is_main_process:
+                if problems := saved_adapter_problems(output_dir, trainer.model):
+                    raise RuntimeError("The final adapter was not saved in full: " + "; ".join(problems))
                 card = model_card(recipe, trainer.state.log_history, str(output_dir))
                 write_text_atomically(output_dir / "README.md", card)
                 logger.info("Final adapter saved to %s", output_dir)
@@ -190,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the recipes and exit")
     parser.add_argument("--print", action="store_true", help="print the resolved recipe and exit")
     parser.add_argument("--plan", action="store_true", help="print the expected GPU memory and exit")
+    parser.add_argument(
+        "--config_file", metavar="ACCELERATE_YAML",
+        help="with --plan: the accelerate config the run will use (ZeRO-2 offload moves the optimizer to host RAM)",
+    )  # fmt: skip
     args = parser.parse_intermixed_args(argv)
     if args.list:
         print_list()
@@ -202,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             print(recipe.to_yaml(), end="")
         elif args.plan:
-            from recipes.planner.render import render_plan
+            from recipes.planner.render import offloads_optimizer, render_plan
 
-            print(render_plan(recipe))
+            print(render_plan(recipe, offload_optimizer=offloads_optimizer(args.config_file)))
         else:
             train(recipe)
     except UserError as e:  # the user's to fix: the message, not a traceback

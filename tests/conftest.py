@@ -55,16 +55,31 @@ def tiny_model_dir() -> Path:
     return Path(resolve_builtin("builtin:tiny-llama"))
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now: a rendezvous port no parallel run collides on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def require_optional(module: str, install: str) -> None:
+    """Skip without an optional package, except in CI, which installs every extra the tests need."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        message = f"{module} is not installed: {install}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{message} (CI installs it: .ci/run)")
+        pytest.skip(message)
+
+
 def accelerate_launcher(processes: int) -> list[str]:
     """``accelerate launch`` for N CPU processes, on a free rendezvous port so parallel runs never collide.
 
     accelerate's ``--cpu`` launcher starts one process unless MPI is set up; ``--multi_gpu`` starts N with
     torchrun, and on a machine without a GPU ``recipes/run.py`` joins them as CPU processes over gloo.
     """
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    mode = ["--cpu"] if processes == 1 else ["--multi_gpu", "--main_process_port", str(port)]
+    mode = ["--cpu"] if processes == 1 else ["--multi_gpu", "--main_process_port", str(free_port())]
     return [sys.executable, "-m", "accelerate.commands.launch", *mode, "--num_processes", str(processes),
             "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
 

@@ -15,7 +15,7 @@ EXPECTED = {
         {"zero_stage": 2, "offload_optimizer_device": "cpu"},
     ),
     "deepspeed_zero3.yaml": (DistributedType.DEEPSPEED, {"zero_stage": 3}),
-    "fsdp.yaml": (DistributedType.FSDP, {"fsdp_version": 2}),
+    "fsdp.yaml": (DistributedType.FSDP, {"fsdp_version": 2, "fsdp_state_dict_type": "FULL_STATE_DICT"}),
 }
 
 

@@ -18,6 +18,10 @@ Resident for the whole run:
   optimizer       trainable x states x bytes: torch AdamW 2 states in the adapter dtype, bitsandbytes 32-bit
                   2 x 4, 8-bit 2 x 1; Lion 1 state; SGD none (see OPTIMIZERS).
   reference model 0: with LoRA and beta > 0 the reference is the same model with the adapter disabled.
+  ZeRO-2 offload  DeepSpeed with offload_optimizer_device cpu (recipes/accelerate/deepspeed_zero2_offload.yaml):
+                  the optimizer lives in host RAM, 0 on the GPU. Per trainable parameter DeepSpeed's CPU Adam
+                  keeps an fp32 master copy, two fp32 moments and an fp32 gradient (16 bytes), partitioned
+                  across the ranks: a machine holds 16 x trainable x its ranks / all ranks of host RAM.
 Training phase (one micro-batch of B sequences, padded to S):
   lora grads      = lora params.
   activations     saved per token and layer: 8h (two RMSNorms keep an fp32 copy) + attention: sdpa a x 4q
@@ -78,6 +82,7 @@ LOGPROB_TILE = (4096, 32768)
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 WEIGHT_FORMATS = {"4bit": "NF4 4-bit", "8bit": "int8"}
 # optimizer name -> (states per trainable parameter, bytes per state; None: the parameter's own dtype)
+OFFLOADED_BYTES = 4 + 2 * 4 + 4  # per trainable parameter: fp32 master, two fp32 Adam moments, fp32 gradient
 OPTIMIZERS = {
     "adamw_torch": (2, None), "adamw_torch_fused": (2, None), "paged_adamw_32bit": (2, 4),
     "adamw_8bit": (2, 1), "adamw_bnb_8bit": (2, 1), "paged_adamw_8bit": (2, 1), "adamw_torch_8bit": (2, 1),
@@ -119,6 +124,7 @@ class MemoryPlan:
     generation_workspace: int
     vllm_need: int  # what the colocated vLLM must hold inside its share: weights + KV of the generation batch
     reference_model: int = 0
+    host_optimizer: int = 0  # host RAM of an optimizer offloaded by ZeRO-2, all ranks together
 
     @property
     def activations(self) -> int:
@@ -212,7 +218,12 @@ def _weight_bytes(shape: Shape, w: int, quant: str) -> int:
 
 
 def plan_memory(
-    recipe_config: dict, *, model_config=None, batch: int | None = None, gpu: bool = True
+    recipe_config: dict,
+    *,
+    model_config=None,
+    batch: int | None = None,
+    gpu: bool = True,
+    offload_optimizer: bool = False,
 ) -> MemoryPlan:
     """Compute the memory plan of a recipe.
 
@@ -223,6 +234,7 @@ def plan_memory(
         batch: Plan this per-device batch instead of ``trainer.per_device_train_batch_size``.
         gpu: Plan a CUDA GPU run. False plans the same run on a CPU, where TRL's fused log-prob head falls back
             to torch ops (every position scored, fp32 copies of each tile) and dropout keeps a float mask.
+        offload_optimizer: DeepSpeed ZeRO-2 keeps the optimizer in host RAM (``host_optimizer``), not on the GPU.
 
     Raises:
         RecipeError: A value the formulas cannot take (no prompt budget, an unmodelled optimizer or model).
@@ -315,7 +327,8 @@ def plan_memory(
         overhead=OVERHEAD,
         weights=_weight_bytes(shape, w, quant),
         lora_params=trainable * lora_bytes,
-        optimizer_states=trainable * states * (state_bytes or lora_bytes),
+        optimizer_states=0 if offload_optimizer else trainable * states * (state_bytes or lora_bytes),
+        host_optimizer=trainable * OFFLOADED_BYTES if offload_optimizer else 0,
         lora_grads=trainable * lora_bytes,
         activations_checkpointed=tokens * (checkpointed + 4 * h),
         activations_full=tokens * (sum(full) + 4 * h),

@@ -1,6 +1,7 @@
 """Print a recipe's expected peak GPU memory, part by part, and the largest per-device batch that fits each card.
 
     python recipes/run.py gsm8k_qwen --plan
+    python recipes/run.py gsm8k_qwen_small --plan --config_file recipes/accelerate/deepspeed_zero2_offload.yaml
 
 The formulas, each documented, are in `recipes/planner/memory.py`; this module searches batches and renders tables.
 """
@@ -8,6 +9,7 @@ The formulas, each documented, are in `recipes/planner/memory.py`; this module s
 from __future__ import annotations
 
 import math
+import os
 
 from recipes.planner.memory import (
     GIB,
@@ -18,6 +20,7 @@ from recipes.planner.memory import (
     trainer_settings,
 )
 from recipes.planner.shapes import load_model_config
+from recipes.recipe import RecipeError
 
 __all__ = ["CARDS_GB", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
 
@@ -30,7 +33,41 @@ def batch_step(t: dict) -> int:
     return t["num_generations"] // math.gcd(t["num_generations"], steps_per_generation(t))
 
 
-def largest_batch(recipe_config: dict, card_bytes: int, *, model_config=None) -> int | None:
+def offloads_optimizer(config_file: str | None = None) -> bool:
+    """Whether the launch keeps the optimizer in host RAM: DeepSpeed with ``offload_optimizer_device: cpu``.
+
+    Read from the accelerate config file when one is named, else from what ``accelerate launch`` exported.
+
+    Raises:
+        RecipeError: The config file cannot be read, or it offloads to NVMe (not modelled).
+    """
+    if config_file:
+        from accelerate.commands.config.config_args import load_config_from_file
+        from accelerate.utils import DistributedType
+
+        try:
+            config = load_config_from_file(config_file)
+        except (OSError, ValueError, TypeError) as e:
+            raise RecipeError(
+                f"--config_file {config_file}: not a readable accelerate config ({e})"
+            ) from None
+        deepspeed = config.distributed_type == DistributedType.DEEPSPEED
+        device = (
+            (config.deepspeed_config or {}).get("offload_optimizer_device", "none") if deepspeed else "none"
+        )
+    else:
+        deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+        device = (
+            os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none") if deepspeed else "none"
+        )
+    if str(device).lower() == "nvme":
+        raise RecipeError("offload_optimizer_device: nvme is not modelled by the planner; plan with cpu.")
+    return str(device).lower() == "cpu"
+
+
+def largest_batch(
+    recipe_config: dict, card_bytes: int, *, model_config=None, offload_optimizer: bool = False
+) -> int | None:
     """The largest per-device batch that fits ``card_bytes``, or None when even the smallest does not.
 
     Candidates keep the generation batch (batch x steps_per_generation) divisible by num_generations, so they are
@@ -46,25 +83,30 @@ def largest_batch(recipe_config: dict, card_bytes: int, *, model_config=None) ->
     )  # invariant: lo x step fits (or lo == 0); (hi + 1) x step fails or is past the cap
     while lo < hi:  # every part grows with the batch, so fitting is monotone and bisection finds the edge
         mid = (lo + hi + 1) // 2
-        if plan_memory(recipe_config, model_config=model_config, batch=mid * step).fits(card_bytes):
+        plan = plan_memory(
+            recipe_config, model_config=model_config, batch=mid * step, offload_optimizer=offload_optimizer
+        )
+        if plan.fits(card_bytes):
             lo = mid
         else:
             hi = mid - 1
     return lo * step or None
 
 
-def render_plan(recipe) -> str:
+def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
     """A recipe's plan as text: its parts in GB by phase, then how it fits 16-141 GB cards.
 
     Args:
         recipe: A ``recipes.recipe.Recipe`` (its ``.name`` and ``.config`` are read).
+        offload_optimizer: Plan DeepSpeed ZeRO-2 with the optimizer in host RAM (:func:`offloads_optimizer`).
 
     Raises:
         RecipeError: The model config cannot be read, or a value the formulas cannot take.
     """
     config = recipe.config
     model_config = load_model_config(section(config, "model"))
-    plan, t = plan_memory(config, model_config=model_config), trainer_settings(config)
+    plan = plan_memory(config, model_config=model_config, offload_optimizer=offload_optimizer)
+    t = trainer_settings(config)
     unused = " (not used)"
     ck = "" if plan.gradient_checkpointing else unused
     reference = "adapter-disabled base, no copy" if t["beta"] else "none, beta = 0"
@@ -76,7 +118,12 @@ def render_plan(recipe) -> str:
             ("CUDA context + allocator overhead (constant)", plan.overhead),
             (f"base weights ({plan.weight_dtype})", plan.weights),
             (f"LoRA parameters ({plan.adapter_dtype})", plan.lora_params),
-            (f"optimizer states ({t['optim']})", plan.optimizer_states),
+            (
+                "optimizer states (in host RAM: ZeRO-2 offload)"
+                if offload_optimizer
+                else f"optimizer states ({t['optim']})",
+                plan.optimizer_states,
+            ),
             (f"reference model ({reference})", plan.reference_model),
         ],
         f"training phase ({plan.batch} sequences)": [
@@ -120,7 +167,7 @@ def render_plan(recipe) -> str:
     ]
     for gb in CARDS_GB:
         card = gb * GIB
-        best = largest_batch(config, card, model_config=model_config)
+        best = largest_batch(config, card, model_config=model_config, offload_optimizer=offload_optimizer)
         share, peak, fits = (
             _gb(plan.vllm_share(card)),
             _gb(plan.peak(card)),
@@ -131,6 +178,12 @@ def render_plan(recipe) -> str:
         if best and best + batch_step(t) > MAX_BATCH:
             note = f" (the search stops at {MAX_BATCH})"
         lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
+    if offload_optimizer:
+        lines.append(
+            f"Host RAM for the offloaded optimizer: {_gb(plan.host_optimizer)} GB (fp32 master weights, two Adam "
+            f"moments and gradients of {plan.trainable_params:,} trainable parameters), split evenly across the "
+            "ranks: a machine needs its ranks' share of it, beyond what its processes use themselves."
+        )
     lines.append("GB = 2**30 bytes. Every formula is documented in recipes/planner/memory.py.")
     return "\n".join(lines)
 

@@ -1,0 +1,68 @@
+"""What `accelerate launch` decided, checked against the recipe before anything is built.
+
+    accelerate launch --config_file recipes/accelerate/deepspeed_zero2_offload.yaml recipes/run.py gsm8k_tiny
+
+accelerate hands its config to the script as environment variables (ACCELERATE_MIXED_PRECISION,
+ACCELERATE_USE_FSDP, FSDP_STATE_DICT_TYPE, ...). Where they disagree with the recipe or with this machine, a run
+would fail deep inside DeepSpeed, or quietly do something else (FSDP turning into DDP, no adapter saved); here it
+is reconciled and said, or refused with the fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from recipes.layers import RecipeError
+
+logger = logging.getLogger(__name__)
+
+
+def recipe_precision(trainer: dict) -> str:
+    """The mixed precision a recipe trains in, in accelerate's words: ``bf16``, ``fp16`` or ``no``."""
+    return "bf16" if trainer["bf16"] else "fp16" if trainer["fp16"] else "no"
+
+
+def reconcile_precision(recipe) -> None:
+    """Make accelerate's mixed precision the recipe's (``trainer.bf16`` / ``trainer.fp16``), and say so.
+
+    An accelerate config is shared by many recipes, so its ``mixed_precision`` cannot know that a recipe trains
+    in float32 (every CPU recipe); DeepSpeed would then refuse the run ("ds bf16.enabled=True vs hf bf16=False").
+    The recipe is the finer-grained choice, so it wins. Call before any accelerate state or GRPOConfig exists.
+    """
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION")
+    wanted = recipe_precision(recipe.config["trainer"])
+    if launched is None or launched == wanted:
+        return
+    trainer = recipe.config["trainer"]
+    say = logger.warning if os.environ.get("RANK", "0") == "0" else logger.debug  # once per run, not per rank
+    say(
+        "The accelerate config asks for mixed_precision=%s, but recipe %s has trainer.bf16=%s trainer.fp16=%s: "
+        "training with mixed_precision=%s (the recipe's). To train in %s, set it in the recipe instead.",
+        launched, recipe.name, str(trainer["bf16"]).lower(), str(trainer["fp16"]).lower(), wanted, launched,
+    )  # fmt: skip
+    os.environ["ACCELERATE_MIXED_PRECISION"] = wanted
+
+
+def check_engine(cuda_available: bool) -> None:
+    """Refuse an FSDP launch that could not save an adapter, or that would silently train as DDP.
+
+    Raises:
+        RecipeError: FSDP on a machine without a GPU, or FSDP with a sharded state dict.
+    """
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true":
+        return
+    if not cuda_available:
+        raise RecipeError(
+            "FSDP needs GPUs: accelerate turns FSDP on only for GPU processes, so on this CPU machine the run "
+            "would train as plain DDP. Launch without the FSDP config (accelerate launch --multi_gpu "
+            "--num_processes N recipes/run.py ... runs N CPU processes over gloo), or run on GPUs."
+        )
+    state_dict = os.environ.get("FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT")
+    if state_dict != "FULL_STATE_DICT":
+        raise RecipeError(
+            f"fsdp_state_dict_type: {state_dict} in the accelerate config saves no adapter (transformers writes "
+            "only per-rank model shards, and the final adapter folder would be empty). Set "
+            "fsdp_state_dict_type: FULL_STATE_DICT, as recipes/accelerate/fsdp.yaml does: a LoRA adapter is "
+            "small, and it is gathered on the main process only."
+        )

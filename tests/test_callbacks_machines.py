@@ -1,0 +1,94 @@
+"""Several machines without a shared disk: the main process commits a checkpoint only once every other machine's
+files and receipt are in the store; a failed or missing part stops the commit and says which machine."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from _callbacks_helpers import make_checkpoint
+
+from callbacks.errors import CheckpointError
+from callbacks.machines import Part, receipt_key, upload_part, wait_for_parts
+from callbacks.manifest import MANIFEST_NAME, file_entries
+from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.remote import scan_remote
+from callbacks.stores import FolderStore
+
+RUN = RunInfo("tiny", "recipe: tiny\n", "run-1")
+
+
+def split_checkpoint(tmp_path):
+    """A 2-rank checkpoint as two machines hold it: rank 1's RNG state only on the second machine's disk."""
+    whole = make_checkpoint(tmp_path / "whole", 4, world_size=2)
+    main = stage_checkpoint(whole, tmp_path / "main", RUN.recipe_yaml)
+    (main / "rng_state_1.pth").unlink()
+    other = stage_checkpoint(whole, tmp_path / "other", None, only={"rng_state_1.pth"})
+    assert sorted(p.name for p in other.iterdir()) == ["rng_state_1.pth"]
+    return main, other, Part("save-1", file_entries(other), ["machine-1"])
+
+
+def test_the_commit_waits_for_the_other_machines_part_then_lists_every_rank(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    main, other, part = split_checkpoint(tmp_path)
+
+    def other_machine():
+        time.sleep(1.0)  # the main process is already waiting
+        assert not store.read_bytes(f"checkpoint-4/{MANIFEST_NAME}")
+        upload_part(store, other, 4, part, "machine-1")
+
+    thread = threading.Thread(target=other_machine)
+    thread.start()
+    manifest = publish_staged(store, main, 4, RUN, world_size=2, part=part)
+    thread.join()
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(manifest["files"])
+    (checkpoint,) = scan_remote(store)
+    assert (
+        checkpoint.complete
+        and checkpoint.manifest["files"]["rng_state_1.pth"] == part.files["rng_state_1.pth"]
+    )
+    assert not [rel for rel in checkpoint.files if rel.startswith(".parts/")]  # receipts removed at commit
+
+
+def test_a_machine_that_failed_its_upload_stops_the_commit(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    main, other, part = split_checkpoint(tmp_path)
+    (other / "rng_state_1.pth").unlink()  # its file is gone before it could be uploaded
+    with pytest.raises(FileNotFoundError):
+        upload_part(store, other, 4, part, "machine-1")
+    assert "error" in json.loads(store.read_bytes(receipt_key("checkpoint-4", "save-1", "machine-1")))
+    with pytest.raises(
+        CheckpointError, match="machine-1 could not upload its files of checkpoint-4: FileNotFound"
+    ):
+        publish_staged(store, main, 4, RUN, world_size=2, part=part)
+    assert store.read_bytes(f"checkpoint-4/{MANIFEST_NAME}") is None
+    assert not scan_remote(store)[0].complete
+
+
+def test_a_machine_that_never_reports_is_named_after_the_wait(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    part = Part("save-2", {}, ["machine-1", "machine-2"])
+    store.write_bytes(receipt_key("checkpoint-6", "save-2", "machine-1"), json.dumps({"files": {}}).encode())
+    with pytest.raises(
+        CheckpointError, match=r"machine-2 did not upload its files of checkpoint-6 within 0 s"
+    ):
+        wait_for_parts(store, "checkpoint-6", part, timeout=0.2)
+
+
+def test_a_receipt_of_an_earlier_save_does_not_count(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    store.write_bytes(
+        receipt_key("checkpoint-6", "old-save", "machine-1"), json.dumps({"files": {}}).encode()
+    )
+    with pytest.raises(CheckpointError, match="machine-1 did not upload"):
+        wait_for_parts(store, "checkpoint-6", Part("new-save", {}, ["machine-1"]), timeout=0.2)
+
+
+def test_without_the_other_machines_files_a_checkpoint_is_refused_before_upload(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    main, _, _ = split_checkpoint(tmp_path)
+    with pytest.raises(CheckpointError, match="missing rng_state_1.pth"):
+        publish_staged(store, main, 4, RUN, world_size=2)
+    assert store.list() == {}
