@@ -73,7 +73,11 @@ def training_state_problems(files: Iterable[str], *, world_size: int | None = No
         if missing:
             problems.append(f"RNG state of {world_size} processes expected, missing {', '.join(missing)}")
         if deepspeed:  # every rank's ZeRO optimizer shard, written on its own machine
-            shards = {m.group(1) for n in names if (m := re.match(r"global_step\d+/(?:\w+_)?zero_pp_rank_(\d+)_", n))}
+            shards = {
+                m.group(1)
+                for n in names
+                if (m := re.match(r"global_step\d+/(?:\w+_)?zero_pp_rank_(\d+)_", n))
+            }
             if lost := [str(r) for r in range(world_size) if str(r) not in shards]:
                 problems.append(
                     f"ZeRO optimizer shards of {world_size} ranks expected, missing rank {', '.join(lost)}"

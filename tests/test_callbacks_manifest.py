@@ -108,7 +108,11 @@ def test_parse_manifest_rejects_unusable_manifests(data, reason):
 
 def test_a_zero_checkpoint_needs_every_ranks_optimizer_shard():
     files = ["adapter_config.json", "adapter_model.safetensors", "latest", "trainer_state.json"]
-    files += ["rng_state_0.pth", "rng_state_1.pth", "global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"]
+    files += [
+        "rng_state_0.pth",
+        "rng_state_1.pth",
+        "global_step4/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt",
+    ]
     assert training_state_problems(files, world_size=2) == [
         "ZeRO optimizer shards of 2 ranks expected, missing rank 1"
     ]
