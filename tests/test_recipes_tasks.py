@@ -116,3 +116,16 @@ def test_a_user_task_from_jsonl_trains_and_evaluates_end_to_end(tmp_path):
     loaded = [json.loads(line) for line in records.read_text().splitlines()]
     assert sorted(r["id"] for r in loaded) == ["t0", "t1", "t2", "t3"]
     assert {r["gold"] for r in loaded} == {"2", "3", "4", "5"}
+
+
+@pytest.mark.parametrize(("busy_percent", "threads"), [(0.0, 2), (20.0, 2), (30.0, 1), (60.0, 1), (100.0, 1)])
+def test_the_warm_start_takes_a_second_thread_only_when_two_cores_are_idle(
+    monkeypatch, busy_percent, threads
+):
+    import psutil
+
+    from recipes.builtin.tiny_arith import warm_start_threads
+
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 2)
+    monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: busy_percent)
+    assert warm_start_threads() == threads
