@@ -35,7 +35,7 @@ PART_WAIT_S = 900.0  # how long the main process waits for the other machines' p
 
 @dataclass(frozen=True)
 class Machine:
-    """This process's place among the run's machines, as :func:`find_machines` saw it at the start."""
+    """This process's place among the run's machines, as :func:`join_machines` found it at the start."""
 
     separate: bool = False  # some machine of the run has its own disk: saves gather every machine's files
     uploads_part: bool = False  # this process uploads its machine's files (local main of a separate machine)

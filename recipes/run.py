@@ -207,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.recipe:
         parser.error("name a recipe (see --list)")
+    if args.config_file and not args.plan:
+        parser.error(
+            "--config_file only shapes --plan; to train with an accelerate config, give it to the launcher: "
+            f"accelerate launch --config_file {args.config_file} recipes/run.py {args.recipe}"
+        )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         recipe = load_recipe(args.recipe, args.overrides)
