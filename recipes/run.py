@@ -99,7 +99,7 @@ def train(recipe) -> Path:
     from callbacks.checkpoint_sync import prepare_checkpointing
     from callbacks.saved_adapter import saved_adapter_problems
     from recipes.atomic import write_text_atomically
-    from recipes.checks import check_environment, check_machine
+    from recipes.checks import check_environment, check_machine, check_vllm_share
     from recipes.heldout import heldout_callback
     from recipes.launcher import check_engine, reconcile_precision
     from recipes.model import load_config
@@ -113,7 +113,12 @@ def train(recipe) -> Path:
     state = PartialState(cpu=not torch.cuda.is_available())
     warn_if_launcher_started_one_process()
     check_machine(recipe, torch.cuda.is_available())  # before the model's config is fetched from the Hub
-    check_environment(recipe, load_config(recipe.config["model"]), torch.cuda.is_available())
+    model_config = load_config(recipe.config["model"])
+    check_environment(recipe, model_config, torch.cuda.is_available())
+    if torch.cuda.is_available():
+        check_vllm_share(
+            recipe, model_config, torch.cuda.get_device_properties(state.local_process_index).total_memory
+        )
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:
         logger.info("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())

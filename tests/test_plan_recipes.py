@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from recipes.planner.memory import GIB
@@ -74,4 +76,68 @@ def test_an_accelerate_config_without_plan_points_to_the_launcher(capsys):
     assert exit_.value.code == 2
     assert "accelerate launch --config_file recipes/accelerate/multi_gpu.yaml recipes/run.py gsm8k_tiny" in (
         capsys.readouterr().err
+    )
+
+
+def test_colocated_vllm_share_range_leaves_training_its_peak():
+    config = load_recipe("gsm8k_qwen", ["trainer.use_vllm=true"]).config
+    card = 80 * GIB
+    low, high = plan_memory(config).vllm_share_range(card)
+    assert 0 < low < high < 1
+
+    # The largest share fits; one hundredth more does not. The smallest holds vLLM; one hundredth less does not.
+    def fits(share):
+        return plan_memory(
+            config | {"trainer": {**config["trainer"], "vllm_gpu_memory_utilization": share}}
+        ).fits(card)
+
+    assert fits(high) and not fits(round(high + 0.01, 2))
+    assert fits(low) and not fits(round(low - 0.01, 2))
+    text = render_plan(
+        load_recipe("gsm8k_qwen", ["trainer.use_vllm=true", "trainer.vllm_gpu_memory_utilization=0.9"])
+    )
+    assert (
+        f"{'80 GB':<8}{low:>9.2f}{high:>9.2f}  refused: set trainer.vllm_gpu_memory_utilization={high:g}"
+        in text
+    )
+
+
+@pytest.mark.parametrize(
+    ("share", "card_gb", "message"),
+    [
+        (
+            0.9,
+            80,
+            "vllm_gpu_memory_utilization=0.9 leaves training less than its planned peak on this 80 GB GPU",
+        ),
+        (0.1, 80, "vllm_gpu_memory_utilization=0.1 cannot hold vLLM's weights and KV on this 80 GB GPU"),
+        (0.3, 16, "trainer.use_vllm=true (colocate) cannot fit this 16 GB GPU"),
+    ],
+)
+def test_a_colocated_share_that_cannot_fit_is_refused_naming_the_one_that_does(share, card_gb, message):
+    from recipes.checks import check_vllm_share
+    from recipes.planner.shapes import config_for
+
+    recipe = load_recipe(
+        "gsm8k_qwen", ["trainer.use_vllm=true", f"trainer.vllm_gpu_memory_utilization={share}"]
+    )
+    model_config = config_for("Qwen/Qwen2.5-7B-Instruct")
+    low, high = plan_memory(recipe.config, model_config=model_config).vllm_share_range(card_gb * GIB)
+    with pytest.raises(RecipeError, match=re.escape(message)) as refused:
+        check_vllm_share(recipe, model_config, card_gb * GIB)
+    if low <= high:
+        fix = high if share > high else low
+        assert f"Set trainer.vllm_gpu_memory_utilization={fix:g}" in str(refused.value)
+    check_vllm_share(load_recipe("gsm8k_qwen"), model_config, card_gb * GIB)  # vLLM off: nothing to check
+
+
+def test_a_share_the_planner_cannot_model_is_trained_with_a_warning(caplog):
+    from recipes.checks import check_vllm_share
+    from recipes.planner.shapes import config_for
+
+    recipe = load_recipe("gsm8k_qwen", ["trainer.use_vllm=true", "trainer.optim=adafactor"])
+    check_vllm_share(recipe, config_for("Qwen/Qwen2.5-7B-Instruct"), 80 * GIB)
+    assert (
+        "vllm_gpu_memory_utilization is not checked against this GPU: trainer.optim 'adafactor'"
+        in caplog.text
     )

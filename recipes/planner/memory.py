@@ -52,7 +52,9 @@ Generation phase (transformers generate on the G prompts, no grad):
                   LoRA dropout is active while generating.
 vLLM (use_vllm): colocate reserves vllm_gpu_memory_utilization x card, which must hold its own copy of the
 weights (params x w) and the KV cache of G sequences; it replaces the generation phase and is resident unless
-vllm_enable_sleep_mode frees it while training. Server mode generates on another GPU: 0 here.
+vllm_enable_sleep_mode frees it while training. Server mode generates on another GPU: 0 here. The shares that
+fit a card run from (weights + KV) / card up to (card - resident - training phase) / card, or (card - resident) /
+card when vLLM sleeps while training (``MemoryPlan.vllm_share_range``).
 
   training phase  lora grads + dequant + max(head, layers): backward first runs through the log-prob head, with
                   the saved activations (checkpointed: the layer inputs only) and the log-prob workspace, then
@@ -155,6 +157,19 @@ class MemoryPlan:
         """Expected peak on a card of ``card_bytes`` (the card only matters for a colocated vLLM share)."""
         awake = 0 if self.vllm_sleep else self.vllm_share(card_bytes)
         return self.resident + awake + max(self.generation_phase(card_bytes), self.training_phase)
+
+    def vllm_share_range(self, card_bytes: int) -> tuple[float, float]:
+        """(smallest, largest) ``vllm_gpu_memory_utilization`` for a colocated vLLM on this card, in hundredths.
+
+        The smallest holds vLLM's weights and KV cache; the largest leaves the rest of the run its planned peak
+        (awake, the share sits beside the training phase; sleeping, it only has to fit beside the resident part,
+        and training must fit on its own). When smallest > largest, no share fits.
+        """
+        beside = self.resident + (0 if self.vllm_sleep else self.training_phase)
+        largest = math.floor(100 * (card_bytes - beside) / card_bytes) / 100
+        if self.vllm_sleep and self.resident + self.training_phase > card_bytes:
+            largest = -1.0
+        return math.ceil(100 * self.vllm_need / card_bytes) / 100, largest
 
     def fits(self, card_bytes: int) -> bool:
         """Whether the peak fits the card and a colocated vLLM's share holds its weights and KV cache."""

@@ -178,6 +178,8 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         if best and best + batch_step(t) > MAX_BATCH:
             note = f" (the search stops at {MAX_BATCH})"
         lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
+    if plan.vllm == "colocate":
+        lines += ["", *vllm_share_lines(plan, t["vllm_gpu_memory_utilization"])]
     if offload_optimizer:
         lines.append(
             f"Host RAM for the offloaded optimizer: {_gb(plan.host_optimizer)} GB (fp32 master weights, two Adam "
@@ -186,6 +188,28 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         )
     lines.append("GB = 2**30 bytes. Every formula is documented in recipes/planner/memory.py.")
     return "\n".join(lines)
+
+
+def vllm_share_lines(plan: MemoryPlan, share: float) -> list[str]:
+    """Per card, the ``trainer.vllm_gpu_memory_utilization`` range that fits a colocated vLLM and training."""
+    title = (
+        f"colocated vLLM: trainer.vllm_gpu_memory_utilization={share:g} against the range that holds vLLM's "
+        "weights + KV and leaves training its peak"
+    )
+    lines = [
+        title,
+        f"{'card':<8}{'smallest':>9}{'largest':>9}  verdict",
+    ]
+    for gb in CARDS_GB:
+        low, high = plan.vllm_share_range(gb * GIB)
+        if low > high:
+            verdict = "no share fits"
+        elif low <= share <= high:
+            verdict = "fits"
+        else:
+            verdict = f"refused: set trainer.vllm_gpu_memory_utilization={high if share > high else low:g}"
+        lines.append(f"{f'{gb} GB':<8}{low:>9.2f}{max(high, 0):>9.2f}  {verdict}")
+    return lines
 
 
 def _gb(n: int) -> str:
