@@ -1,0 +1,119 @@
+"""Operators and milliseconds per decode step of HF ``generate``: the per-token overhead of the one-GPU path.
+
+    python benchmarks/decode_ops.py gsm8k_tiny                        # the tiny model on a CPU, seconds
+    python benchmarks/decode_ops.py gsm8k_llama --batch 24 --steps 32  # on a GPU, the recipe's model
+
+A decode step is one forward of one token per sequence, plus sampling and cache bookkeeping. Every aten operator
+it runs is at least one kernel launch on a GPU, and Python works for each; counted with a ``TorchDispatchMode``,
+the number is the same on a CPU. Per step = (generating N + K tokens) - (generating N tokens), divided by K, so
+prefill and set-up cancel out. Rows: the base model, and the model with the recipe's LoRA adapter on it, as GRPO
+generates (peft's LoRA branch runs on every adapted projection).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
+    sys.path[0] = str(Path(__file__).resolve().parent.parent)
+
+from common.errors import UserError
+from recipes.model import load_model_and_tokenizer, lora_config
+from recipes.recipe import load_recipe
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts the aten operators run while active (inside autograd too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _generate(model, batch, tokens: int, count: bool) -> tuple[float, int]:
+    """(seconds, operators) of one sampled ``generate`` of exactly ``tokens`` new tokens per sequence."""
+    counter = OpCounter()
+    sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    with torch.no_grad(), counter if count else contextlib.nullcontext():
+        model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True)
+    sync()
+    return time.perf_counter() - start, counter.ops
+
+
+def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4) -> dict:
+    """``{"ops_per_step", "ms_per_step"}`` of decoding ``batch`` (input_ids, attention_mask).
+
+    Timing runs without the counter (its Python hook slows every operator) and after one warm-up generate.
+    """
+    _generate(model, batch, prefix, count=False)  # warm-up: lazy allocations, kernel selection
+    short_ops, long_ops = (_generate(model, batch, n, count=True)[1] for n in (prefix, prefix + steps))
+    short = min(_generate(model, batch, prefix, count=False)[0] for _ in range(2))
+    long = min(_generate(model, batch, prefix + steps, count=False)[0] for _ in range(2))
+    return {
+        "ops_per_step": (long_ops - short_ops) / steps,
+        "ms_per_step": 1000 * max(long - short, 0.0) / steps,
+    }
+
+
+def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
+    """Rows for the recipe's base model and for it with the recipe's (fresh) LoRA adapter."""
+    from peft import get_peft_model
+
+    model, tokenizer = load_model_and_tokenizer(recipe.config["model"])
+    model.eval()
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Natalia sold clips to 48 of her friends in April. How many in total?"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    batch = tokenizer([text] * batch_size, return_tensors="pt").to(model.device)
+    rows = [{"model": "base", **decode_profile(model, batch, steps=steps)}]
+    adapted = get_peft_model(model, lora_config(recipe.config["lora"]))
+    adapted.eval()
+    rows.append(
+        {"model": f"+ LoRA r={recipe.config['lora']['r']}", **decode_profile(adapted, batch, steps=steps)}
+    )
+    return rows
+
+
+def format_table(recipe_name: str, batch_size: int, rows: list[dict]) -> str:
+    lines = [
+        f"{recipe_name}: decode steps of a batch of {batch_size}",
+        "| model | aten ops per decode step | ms per decode step |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {r['model']} | {r['ops_per_step']:.0f} | {r['ms_per_step']:.1f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("recipe", help="recipe name or YAML path (its model: and lora: sections are used)")
+    parser.add_argument("overrides", nargs="*", help="section.key=value overrides")
+    parser.add_argument("--batch", type=int, default=8, help="sequences decoded together (default 8)")
+    parser.add_argument("--steps", type=int, default=16, help="decode steps measured (default 16)")
+    args = parser.parse_args(argv)
+    try:
+        recipe = load_recipe(args.recipe, args.overrides)
+        print(format_table(recipe.name, args.batch, profile_recipe(recipe, args.batch, args.steps)))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

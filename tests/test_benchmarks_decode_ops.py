@@ -1,0 +1,36 @@
+"""Operators per decode step, counted on a CPU: a property of the decode step, not of how long one generates."""
+
+from __future__ import annotations
+
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from benchmarks.decode_ops import decode_profile, main
+
+
+def test_ops_per_step_do_not_depend_on_the_steps_measured_and_lora_adds_its_branch(tiny_model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    batch = tokenizer(["Natalia sold clips to 48 friends."] * 4, return_tensors="pt")
+    torch.manual_seed(0)
+    base = decode_profile(model, batch, steps=8)
+    assert (
+        base["ops_per_step"] > 50
+        and base["ops_per_step"] == decode_profile(model, batch, steps=16)["ops_per_step"]
+    )
+    adapted = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).eval()
+    per_step = decode_profile(adapted, batch, steps=8)["ops_per_step"]
+    # Each adapted projection adds its branch (dropout, lora_A, lora_B, scale, add): 2 layers x 2 projections.
+    assert per_step - base["ops_per_step"] >= 2 * 2 * 4
+
+
+def test_the_table_prints_a_row_per_model(capsys):
+    assert main(["gsm8k_tiny", "--batch", "2", "--steps", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [
+        "gsm8k_tiny: decode steps of a batch of 2",
+        "| model | aten ops per decode step | ms per decode step |",
+        "|---|---|---|",
+    ]
+    assert [line.split(" | ")[0] for line in out[3:]] == ["| base", "| + LoRA r=8"]
