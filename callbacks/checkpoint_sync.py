@@ -28,7 +28,7 @@ from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lease import RemoteLease
 from callbacks.lock import LOCK_NAME, OutputLock
-from callbacks.machines import Machine, gather_parts, join_machines, upload_part
+from callbacks.machines import Machine, gather_parts, join_machines, rotate_local, upload_part
 from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
@@ -165,6 +165,7 @@ class CheckpointSyncCallback(TrainerCallback):
             staged = stage_checkpoint(folder, self.staging_dir, self.run.recipe_yaml)
         else:
             staged = stage_checkpoint(folder, self.staging_dir, None, only=part.files)
+            rotate_local(Path(args.output_dir), args.save_total_limit)
         self.uploader.submit(UploadJob(state.global_step, staged, args.world_size, part))
 
     def finish(self) -> str | None:

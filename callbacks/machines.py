@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from callbacks.errors import CheckpointError
-from callbacks.manifest import file_entries, list_files
+from callbacks.manifest import checkpoint_step, file_entries, list_files
 from callbacks.remote import PARTS_DIR, download_checkpoint, scan_readable
 from callbacks.stores import Store, open_store
 
@@ -176,6 +177,24 @@ def gather_parts(folder: Path, machine: Machine, *, is_main: bool) -> Part:
     if machine.uploads_part:
         return Part(main["save"], shares[machine.name], [machine.name])
     return Part(main["save"])
+
+
+def rotate_local(output_dir: Path, keep: int | None) -> list[str]:
+    """Keep a separate machine's newest ``keep`` checkpoint folders (the Trainer rotates only the main process's).
+
+    Called once the newest is staged (hard links): its upload never needs the folder, and a resume downloads from
+    the store. Returns the names deleted.
+    """
+    if not keep:
+        return []
+    folders = sorted(
+        (p for p in output_dir.iterdir() if p.is_dir() and checkpoint_step(p.name) is not None),
+        key=lambda p: checkpoint_step(p.name),
+    )
+    doomed = folders[: max(len(folders) - keep, 0)]
+    for folder in doomed:
+        shutil.rmtree(folder)
+    return [folder.name for folder in doomed]
 
 
 def receipt_key(checkpoint: str, save: str, machine: str) -> str:

@@ -11,7 +11,7 @@ import pytest
 from _callbacks_helpers import make_checkpoint
 
 from callbacks.errors import CheckpointError
-from callbacks.machines import Part, receipt_key, upload_part, wait_for_parts
+from callbacks.machines import Part, receipt_key, rotate_local, upload_part, wait_for_parts
 from callbacks.manifest import MANIFEST_NAME, file_entries
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.remote import scan_remote
@@ -92,3 +92,12 @@ def test_without_the_other_machines_files_a_checkpoint_is_refused_before_upload(
     with pytest.raises(CheckpointError, match="missing rng_state_1.pth"):
         publish_staged(store, main, 4, RUN, world_size=2)
     assert store.list() == {}
+
+
+def test_a_separate_machine_keeps_its_newest_checkpoint_folders(tmp_path):
+    for step in (2, 10, 4, 8):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+    (tmp_path / "heldout").mkdir()
+    assert rotate_local(tmp_path, 2) == ["checkpoint-2", "checkpoint-4"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-10", "checkpoint-8", "heldout"]
+    assert rotate_local(tmp_path, None) == []  # no limit: keep every folder

@@ -166,4 +166,6 @@ def test_two_machines_without_a_shared_disk_commit_every_ranks_shards_and_resume
     assert all("Resuming from out/checkpoint-4" in log for log in logs)
     assert json.loads((machine0 / "trainer_state.json").read_text())["global_step"] == 6
     assert (machine1 / "checkpoint-6" / "rng_state_1.pth").is_file()
+    # The other machine rotates its own folders too (trainer.save_total_limit=2, as the Trainer does on the main).
+    assert sorted(p.name for p in machine1.glob("checkpoint-*")) == ["checkpoint-4", "checkpoint-6"]
     assert {c.name: c.complete for c in scan_remote(store)}["checkpoint-6"]
