@@ -141,3 +141,22 @@ def test_unknown_recipe_key_is_a_message_not_a_traceback():
     result = _run("gsm8k_tiny", "trainer.learnin_rate=1", timeout=120)
     assert result.returncode == 2
     assert "learning_rate" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_on_a_gpu_the_peak_is_checked_as_tensors_against_the_plan_without_its_cuda_constant():
+    from benchmarks.grpo_step import report
+    from benchmarks.step_timer import Step
+    from recipes.planner.memory import GIB
+
+    recipe = load_recipe("gsm8k_llama")
+    plan = plan_memory(recipe.config, model_config=config_for("meta-llama/Llama-3.1-8B-Instruct"))
+    card = 80 * GIB
+    tensors = plan.peak(card) - plan.overhead
+    steps = [Step(total=10.0, generate=8.0, tokens=1000, peak_bytes=int(tensors / 1.05))] * 2
+    text = report(recipe, steps, plan, trainer_settings(recipe.config), "h100", card, "cuda")
+    line = text.splitlines()[-1]
+    assert line.startswith(
+        f"peak memory: measured {tensors / 1.05 / GIB:.2f} GB of tensors (CUDA max_memory_allocated)"
+    )
+    assert f"planner {tensors / GIB:.2f} GB of tensors (+5.0%)" in line
+    assert f"{plan.peak(card) / GIB:.2f} GB on the card with its 1.00 GB CUDA constant" in line
