@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from common.errors import UserError
+from common.errors import exit_status
 from recipes.model import load_model_and_tokenizer, lora_config
 from recipes.recipe import load_recipe
 
@@ -106,13 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=8, help="sequences decoded together (default 8)")
     parser.add_argument("--steps", type=int, default=16, help="decode steps measured (default 16)")
     args = parser.parse_args(argv)
-    try:
+
+    def measure() -> None:
         recipe = load_recipe(args.recipe, args.overrides)
         print(format_table(recipe.name, args.batch, profile_recipe(recipe, args.batch, args.steps)))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+
+    return exit_status(measure)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from common.errors import UserError
+from common.errors import exit_status
 from recipes.data import load_split
 from recipes.evaluate import eval_data, select_questions
 from recipes.evaluation.generation import Decoding, derive_seed, load_generator, prompt_token_ids
@@ -141,12 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
     args = build_parser().parse_intermixed_args(argv)
-    try:
-        print(format_table(run(args)))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_status(lambda: print(format_table(run(args))))
 
 
 if __name__ == "__main__":

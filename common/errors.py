@@ -5,6 +5,21 @@ traceback. Subclasses (``RecipeError``, ``DataError``, ``CheckpointError``, ...)
 their messages name the file, key or row, what was expected, and a fix.
 """
 
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
 
 class UserError(ValueError):
     """A problem the user can fix; the message says where, what was expected, and how to fix it."""
+
+
+def exit_status(command: Callable[[], object]) -> int:
+    """Run a command line's work: 0, or 2 with ``error: <message>`` on stderr for a UserError (no traceback)."""
+    try:
+        command()
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

@@ -34,3 +34,9 @@ def test_the_table_prints_a_row_per_model(capsys):
         "|---|---|---|",
     ]
     assert [line.split(" | ")[0] for line in out[3:]] == ["| base", "| + LoRA r=8"]
+
+
+def test_an_unknown_recipe_is_a_message_not_a_traceback(capsys):
+    assert main(["gsm8k_tiyn"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "gsm8k_tiny" in err and "Traceback" not in err
