@@ -23,18 +23,16 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lease import RemoteLease
 from callbacks.lock import LOCK_NAME, OutputLock
 from callbacks.machines import Machine, gather_parts, join_machines, rotate_local, upload_part
-from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.resume import SYNC_DIR, Resolver
-from callbacks.saved_adapter import saved_adapter_problems
+from callbacks.seal import SealCallback, partial_state
 from callbacks.settings import CheckpointSettings
-from callbacks.stores import FolderStore, Store, open_store
+from callbacks.stores import Store, open_store
 from callbacks.uploader import BackgroundUploader, UploadJob
 
 __all__ = [
@@ -85,36 +83,6 @@ def _release(*held) -> None:
             claim.release()
 
 
-class SealCallback(TrainerCallback):
-    """After each save, check the checkpoint's adapter against the model (a sharded engine may have saved none),
-    write its manifest (every file's size and SHA-256) into its folder, then update the ``OUTPUT_DIR/best``
-    pointer over the local checkpoint folders.
-
-    A later launch then verifies the local copy like a download, and falls back to the newest good copy.
-    """
-
-    def __init__(self, run: RunInfo):
-        self.run = run
-
-    def on_save(self, args, state, control, **kwargs):
-        if args.world_size > 1:  # every rank has written its files before the main process hashes them
-            _partial_state().wait_for_everyone()
-        if state.is_world_process_zero:
-            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            if kwargs.get("model") is not None and (
-                problems := saved_adapter_problems(folder, kwargs["model"])
-            ):
-                raise CheckpointError(f"{folder} is not a usable checkpoint: {'; '.join(problems)}")
-            seal_checkpoint(
-                folder,
-                step=state.global_step,
-                recipe_name=self.run.recipe_name,
-                run_id=self.run.run_id,
-                world_size=args.world_size,
-            )
-            update_best_pointer(FolderStore(args.output_dir))
-
-
 class CheckpointSyncCallback(TrainerCallback):
     """After each save, stage the checkpoint and upload it in the background; ``finish()`` waits and reports.
 
@@ -153,7 +121,7 @@ class CheckpointSyncCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         if args.world_size > 1:  # every rank has written its RNG state before the main process stages
-            _partial_state().wait_for_everyone()
+            partial_state().wait_for_everyone()
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         main = state.is_world_process_zero
         part = gather_parts(folder, self.machine, is_main=main) if self.machine.separate else None
@@ -208,12 +176,6 @@ class CheckpointSyncCallback(TrainerCallback):
         )
 
 
-def _partial_state():
-    from accelerate import PartialState
-
-    return PartialState()
-
-
 def _broadcast(value):
     """``value`` from the main process, on every process."""
     from accelerate.utils import broadcast_object_list
@@ -265,7 +227,7 @@ def prepare_checkpointing(
     )
     output_dir = Path(output_dir)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    is_main = _partial_state().is_main_process if distributed else True
+    is_main = partial_state().is_main_process if distributed else True
     store, outcome, lock, lease = None, None, None, None
     if is_main:
         try:
