@@ -35,7 +35,10 @@ def reconcile_precision(recipe) -> None:
     if launched is None or launched == wanted:
         return
     trainer = recipe.config["trainer"]
-    say = logger.warning if os.environ.get("RANK", "0") == "0" else logger.debug  # once per run, not per rank
+    # Once per run, not per rank; and not for accelerate's default "no" (a plain `accelerate launch`), which the
+    # Trainer itself overrides with the recipe's bf16/fp16 (DeepSpeed alone would refuse it).
+    chose = launched != "no" and os.environ.get("RANK", "0") == "0"
+    say = logger.warning if chose else logger.debug
     say(
         "The accelerate config asks for mixed_precision=%s, but recipe %s has trainer.bf16=%s trainer.fp16=%s: "
         "training with mixed_precision=%s (the recipe's). To train in %s, set it in the recipe instead.",

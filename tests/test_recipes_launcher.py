@@ -25,7 +25,12 @@ from recipes.recipe import load_recipe
     [
         ("bf16", [], "no", True),  # a bf16 accelerate config, a float32 CPU recipe
         ("no", [], "no", False),
-        ("no", ["trainer.bf16=true", "model.dtype=bfloat16"], "bf16", True),
+        (
+            "no",
+            ["trainer.bf16=true", "model.dtype=bfloat16"],
+            "bf16",
+            False,
+        ),  # accelerate's default: no noise
         ("bf16", ["trainer.fp16=true", "model.dtype=float16"], "fp16", True),
     ],
 )
