@@ -30,9 +30,8 @@ from callbacks.stores import Store, open_store
 
 logger = logging.getLogger(__name__)
 QUARANTINE = "quarantine"  # beside the checkpoints: committed ones that failed verification, kept for a look
-PARTS_DIR = (
-    ".parts"  # inside a checkpoint: the other machines' receipts for their files (callbacks/machines.py)
-)
+# Inside a checkpoint: the other machines' receipts for their files (callbacks/machines.py).
+PARTS_DIR = ".parts"
 _TRAINING_STATE = re.compile(
     r"^(optimizer.*|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|global_step\d+/.*|latest)$"
 )
