@@ -1,6 +1,6 @@
 """A tiny Llama that starts able but imperfect at the arithmetic word problems of ``recipes.tasks.arithmetic``.
 
-Built locally in under a minute on two idle CPU cores (54 s from a cold start), for an offline GRPO run that
+Built locally in under a minute on two idle CPU cores (44 s from a cold start), for an offline GRPO run that
 measurably learns:
 
 1. a byte-level BPE tokenizer trained on generated problems, with every digit its own token (so numbers are
@@ -56,8 +56,8 @@ def warm_start_threads() -> int:
     """Threads for the warm start: 2 when two cores are idle as it begins, else 1.
 
     The weights come out bit-identical on 1 and 2 threads (so the measured base and gains hold either way). On an
-    idle 2-core CPU, 2 threads built the model in 44 s instead of 61 s; with another job busy on one core they
-    took 145 s instead of 53 s, so a busy core is left alone. More than 2 threads is not verified to give the
+    idle 2-core CPU, 2 threads built the model in 44 s instead of 56 s; with another job busy on one core they
+    took 145 s instead of 53 s (measured with activation checkpointing on), so a busy core is left alone. More than 2 threads is not verified to give the
     same weights.
     """
     import psutil
@@ -124,6 +124,7 @@ def build_arith_model(
                 seed=seed,
                 data_seed=seed,
                 bf16=False,
+                gradient_checkpointing=False,  # on by TRL's default: recomputing 2 small layers cost 13% of the time
                 max_length=128,
                 dataloader_num_workers=0,
                 disable_tqdm=True,
