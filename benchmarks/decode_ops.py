@@ -2,12 +2,18 @@
 
     python benchmarks/decode_ops.py gsm8k_tiny                        # the tiny model on a CPU, seconds
     python benchmarks/decode_ops.py gsm8k_llama --batch 24 --steps 32  # on a GPU, the recipe's model
+    python benchmarks/decode_ops.py gsm8k_llama --random-weights meta-llama/Llama-3.1-8B-Instruct --layers 2
 
 A decode step is one forward of one token per sequence, plus sampling and cache bookkeeping. Every aten operator
 it runs is at least one kernel launch on a GPU, and Python works for each; counted with a ``TorchDispatchMode``,
 the number is the same on a CPU. Per step = (generating N + K tokens) - (generating N tokens), divided by K, so
 prefill and set-up cancel out. Rows: the base model, and the model with the recipe's LoRA adapter on it, as GRPO
-generates (peft's LoRA branch runs on every adapted projection).
+generates (peft's LoRA branch runs on every adapted projection), and that model with the adapter merged for
+generation (``recipes.merged_lora``: one matmul per projection again), as ``lora.merged_generation`` runs it.
+
+``--random-weights NAME`` measures a shipped shape with random weights (no download); ``--layers N`` keeps N of
+its decoder layers at full width, a size a CPU can decode. Operators grow by the same count with every layer, so
+two runs (``--layers 1`` and ``2``) give the full model's count: ops(1) + (layers - 1) x (ops(2) - ops(1)).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,8 +31,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from benchmarks.step_timer import build_random_model
 from common.errors import exit_status
+from recipes.merged_lora import merged_lora
 from recipes.model import load_model_and_tokenizer, lora_config
+from recipes.planner.shapes import SHAPES, config_for
 from recipes.recipe import load_recipe
 
 
@@ -69,7 +79,7 @@ def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4) -> d
 
 
 def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
-    """Rows for the recipe's base model and for it with the recipe's (fresh) LoRA adapter."""
+    """Rows for the recipe's base model, with the recipe's (fresh) LoRA adapter, and with it merged."""
     from peft import get_peft_model
 
     model, tokenizer = load_model_and_tokenizer(recipe.config["model"])
@@ -83,9 +93,10 @@ def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
     rows = [{"model": "base", **decode_profile(model, batch, steps=steps)}]
     adapted = get_peft_model(model, lora_config(recipe.config["lora"]))
     adapted.eval()
-    rows.append(
-        {"model": f"+ LoRA r={recipe.config['lora']['r']}", **decode_profile(adapted, batch, steps=steps)}
-    )
+    lora = f"+ LoRA r={recipe.config['lora']['r']}"
+    rows.append({"model": lora, **decode_profile(adapted, batch, steps=steps)})
+    with merged_lora(adapted):
+        rows.append({"model": f"{lora}, merged", **decode_profile(adapted, batch, steps=steps)})
     return rows
 
 
@@ -105,11 +116,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides")
     parser.add_argument("--batch", type=int, default=8, help="sequences decoded together (default 8)")
     parser.add_argument("--steps", type=int, default=16, help="decode steps measured (default 16)")
-    args = parser.parse_args(argv)
+    parser.add_argument("--random-weights", choices=list(SHAPES), help="random-weight model of this shape")
+    parser.add_argument("--layers", type=int, help="with --random-weights: this many decoder layers")
+    args = parser.parse_intermixed_args(argv)
+    if args.layers is not None and (not args.random_weights or args.layers < 1):
+        parser.error("--layers takes a positive number and needs --random-weights")
 
     def measure() -> None:
         recipe = load_recipe(args.recipe, args.overrides)
-        print(format_table(recipe.name, args.batch, profile_recipe(recipe, args.batch, args.steps)))
+        with tempfile.TemporaryDirectory(prefix="decode-ops-") as tmp:
+            if args.random_weights:
+                config = config_for(args.random_weights, layers=args.layers)
+                build_random_model(config, Path(tmp), recipe.config["model"]["dtype"])
+                recipe = load_recipe(args.recipe, [*args.overrides, f"model.name_or_path={tmp}"])
+            print(format_table(recipe.name, args.batch, profile_recipe(recipe, args.batch, args.steps)))
 
     return exit_status(measure)
 

@@ -93,6 +93,14 @@ def check_combinations(recipe: Recipe) -> None:
             f"model.quantization={recipe.config['model']['quantization']} needs bitsandbytes, which is not "
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
+    lora = recipe.config["lora"]
+    if lora["merged_generation"] is True and lora["dropout"] > 0:
+        errors.append(
+            f"lora.dropout={lora['dropout']} in {where.get('lora.dropout', 'the recipe')} with "
+            "lora.merged_generation=true: TRL generates in train mode, so the adapter's dropout is part of the "
+            "sampling policy, and merged weights cannot drop it. Set lora.merged_generation=false (keep the "
+            "dropout) or lora.dropout=0."
+        )
     errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
     for key in ("save_steps", "save_strategy", "reward_weights"):
         if f"trainer.{key}" in where:
@@ -151,7 +159,7 @@ def _gpu_need(recipe: Recipe) -> str:
     if name not in SHAPES:
         return ""
     plan = plan_memory(recipe.config, model_config=config_for(name))
-    return f", planned peak {plan.peak(80 * 10**9) / GIB:.1f} GB of GPU memory, see --plan"
+    return f", planned peak {plan.peak(80 * 10**9, merged=False) / GIB:.1f} GB of GPU memory, see --plan"
 
 
 def check_machine(recipe: Recipe, cuda_available: bool) -> None:

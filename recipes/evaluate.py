@@ -206,8 +206,15 @@ def evaluate(
         "%d of %d samples already in %s; %d to generate.", finished, len(units), out, len(units) - finished
     )
     if pending:
+        from recipes.merged_lora import use_merged_generation
+
         generator, tokenizer = generation.load_generator(
-            engine, recipe.config["model"], folder, decoding, seed=seed
+            engine,
+            recipe.config["model"],
+            folder,
+            decoding,
+            seed=seed,
+            merged=engine == "hf" and folder is not None and use_merged_generation(recipe),
         )
         prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
         style = format_style(recipe.config["rewards"])

@@ -115,9 +115,10 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
         if spec.types is not None and not schema.type_ok(value, spec.types):
             errors.append(f"{name}.{key} in {where} must be {schema.type_name(spec.types)}, got {value!r}.")
         elif spec.choices and value not in spec.choices:
+            choices = [str(c).lower() if isinstance(c, bool) else c for c in spec.choices]  # YAML's spelling
             errors.append(
-                f"{name}.{key} in {where} must be one of {', '.join(spec.choices)}, got {value!r}."
-                f"{suggest(str(value), spec.choices)}"
+                f"{name}.{key} in {where} must be one of {', '.join(choices)}, got {value!r}."
+                f"{suggest(str(value), choices)}"
             )
         elif (rule := schema.RANGES.get(f"{name}.{key}")) and not rule[0](value):
             errors.append(f"{name}.{key} in {where} must be {rule[1]}, got {value!r}.")

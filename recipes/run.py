@@ -44,20 +44,23 @@ def grpo_config(recipe):
 def build_trainer(recipe, callbacks=()):
     """The GRPOTrainer a recipe describes: base model, LoRA config, data, rewards, callbacks."""
     from accelerate import PartialState
-    from trl import GRPOTrainer
 
     from callbacks.progress import use_short_progress
     from recipes.data import load_split
+    from recipes.merged_lora import use_merged_generation
     from recipes.model import load_model, load_tokenizer, lora_config
     from recipes.recipe import reward_defaults
+    from recipes.trainer import MergedGenerationTrainer
     from rewards import build_rewards
 
     # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
     tokenizer = load_tokenizer(recipe.config["model"])
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
+    merged = use_merged_generation(recipe)  # before the weights: a refusal should not wait for them
     model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
-    trainer = GRPOTrainer(
+    trainer = MergedGenerationTrainer(
+        merged_generation=merged,
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(recipe),

@@ -43,6 +43,13 @@ SECTIONS: dict[str, dict[str, Key]] = {
         "alpha": Key((int, float), 32, "LoRA scaling numerator (scale = alpha / r)"),
         "dropout": Key((int, float), 0.0, "dropout on the adapter input (also active while TRL generates)"),
         "target_modules": Key((str, list), "all-linear", "'all-linear' or a list of module names"),
+        "merged_generation": Key(
+            (bool, str),
+            "auto",
+            "generate with the adapter merged into copies of the weights (recipes/merged_lora.py); auto: "
+            "when LoRA dropout is off, the engine keeps weights whole, and the GPU has room",
+            ("auto", True, False),
+        ),
     },
     "data": {
         "task": Key(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -33,10 +34,18 @@ def test_the_table_prints_a_row_per_model(capsys):
         "| model | aten ops per decode step | ms per decode step |",
         "|---|---|---|",
     ]
-    assert [line.split(" | ")[0] for line in out[3:]] == ["| base", "| + LoRA r=8"]
+    assert [line.split(" | ")[0] for line in out[3:]] == ["| base", "| + LoRA r=8", "| + LoRA r=8, merged"]
+    ops = [float(line.split(" | ")[1]) for line in out[3:]]
+    assert ops[2] == ops[0] < ops[1]  # merged, a projection is one matmul again
 
 
 def test_an_unknown_recipe_is_a_message_not_a_traceback(capsys):
     assert main(["gsm8k_tiyn"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "gsm8k_tiny" in err and "Traceback" not in err
+
+
+def test_layers_needs_a_random_weight_shape(capsys):
+    with pytest.raises(SystemExit):
+        main(["gsm8k_tiny", "--layers", "2"])
+    assert "--layers takes a positive number and needs --random-weights" in capsys.readouterr().err

@@ -75,6 +75,16 @@ def test_adapter_run_sees_the_baseline_questions_and_compares(base_file, adapter
     assert "Paired comparison by question" in result.stdout and "4 questions" in result.stdout
 
 
+def test_merged_generation_writes_the_same_records_as_peft_branch(adapter_dir, tmp_path, caplog):
+    caplog.set_level("INFO", logger="recipes.merged_lora")
+    greedy = [*ARGS, "--samples", "1", "--temperature", "0", "--adapter", str(adapter_dir)]
+    merged, branch = tmp_path / "merged.jsonl", tmp_path / "branch.jsonl"
+    assert main([*greedy, "--out", str(merged)]) == 0  # the recipe's auto: merged on a CPU
+    assert "lora.merged_generation=auto: generating with the adapter merged" in caplog.text
+    assert main([*greedy, "--out", str(branch), "lora.merged_generation=false"]) == 0
+    assert [r["completion"] for r in lines(merged)] == [r["completion"] for r in lines(branch)]
+
+
 def test_resuming_with_another_adapter_is_refused(base_file, adapter_dir, tmp_path, capsys):
     out = shutil.copy(base_file, tmp_path / "base.jsonl")
     assert main([*ARGS, "--adapter", str(adapter_dir), "--out", str(out)]) == 2

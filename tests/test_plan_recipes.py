@@ -141,3 +141,31 @@ def test_a_share_the_planner_cannot_model_is_trained_with_a_warning(caplog):
         "vllm_gpu_memory_utilization is not checked against this GPU: trainer.optim 'adafactor'"
         in caplog.text
     )
+
+
+def test_merged_generation_plans_a_copy_of_the_adapted_linears_where_the_card_has_room(capsys):
+    from recipes.planner.shapes import config_for, lora_targets, shape_of
+
+    config = load_recipe("gsm8k_llama").config  # bf16 Llama 3.1 8B, all-linear LoRA
+    shape = shape_of(config_for("meta-llama/Llama-3.1-8B-Instruct"))
+    adapted = sum(x.in_features * x.out_features for x in lora_targets(shape, "all-linear"))
+    auto, off = (
+        plan_memory(config),
+        plan_memory(load_recipe("gsm8k_llama", ["lora.merged_generation=false"]).config),
+    )
+    assert auto.merge == "auto" and auto.merged_weights == 2 * adapted  # 13 GB of bf16 copies
+    assert off.merge == "off" and off.merged_weights == 0
+    small, large = 24 * GIB, 80 * GIB
+    assert not auto.merges(small) and auto.peak(small) == off.peak(small)  # no room on 24 GB: peft's branch
+    assert auto.merges(large) and auto.peak(large) == off.peak(large) - off.generation_phase(large) + (
+        auto.merged_weights + auto.kv_cache + auto.generation_workspace
+    )  # the copies sit beside the KV cache while generating
+    on = plan_memory(load_recipe("gsm8k_llama", ["lora.merged_generation=true"]).config)
+    assert on.merges(small) and on.peak(small) > small
+    vllm = plan_memory(load_recipe("gsm8k_llama", ["trainer.use_vllm=true"]).config)
+    assert vllm.merge == "off"  # vLLM generates; TRL syncs merged weights to it itself
+    assert main(["gsm8k_llama", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "merged LoRA weights (lora.merged_generation=auto: where they fit)   13.00" in out
+    assert re.search(r"^24 GB .* \(generates unmerged: no room for the merged copies\)$", out, re.MULTILINE)
+    assert not re.search(r"^80 GB .*unmerged", out, re.MULTILINE)

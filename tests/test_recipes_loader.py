@@ -46,7 +46,13 @@ def test_published_settings_are_what_the_recipes_say():
         llama["trainer"]["gradient_accumulation_steps"],
     ) == (6, 4)
     assert llama["trainer"]["num_generations"] == 6 and llama["checkpoint"]["every_steps"] == 25
-    assert llama["lora"] == {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"}
+    assert llama["lora"] == {
+        "r": 16,
+        "alpha": 32,
+        "dropout": 0.0,
+        "target_modules": "all-linear",
+        "merged_generation": "auto",
+    }
     qwen = load_recipe("gsm8k_qwen").config["trainer"]
     assert (qwen["num_generations"], qwen["max_completion_length"], qwen["beta"]) == (12, 400, 0.04)
     assert (qwen["epsilon"], qwen["max_grad_norm"]) == (0.1, 0.1)

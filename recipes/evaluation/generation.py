@@ -241,7 +241,9 @@ class VLLMGenerator:
         return [Completion(out.outputs[0].text, len(out.outputs[0].token_ids)) for out in outputs]
 
 
-def load_generator(engine: str, model: dict, adapter: Path | None, decoding: Decoding, *, seed: int):
+def load_generator(
+    engine: str, model: dict, adapter: Path | None, decoding: Decoding, *, seed: int, merged: bool = False
+):
     """(generator, tokenizer) for ``engine`` (``hf`` or ``vllm``), with the adapter applied when given.
 
     Args:
@@ -250,6 +252,7 @@ def load_generator(engine: str, model: dict, adapter: Path | None, decoding: Dec
         adapter: A local peft adapter folder, or None for the base model.
         decoding: Sampling settings.
         seed: Engine-wide seed (vLLM); per-request seeds go to ``generate``.
+        merged: ``hf`` with an adapter: generate with it merged, as training does (``lora.merged_generation``).
     """
     from recipes.model import load_model_and_tokenizer, load_tokenizer
 
@@ -272,5 +275,9 @@ def load_generator(engine: str, model: dict, adapter: Path | None, decoding: Dec
                 f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {e}. Was it trained from "
                 "this recipe's base model? Set model.name_or_path to the adapter's base model."
             ) from None
+        if merged:
+            from recipes.merged_lora import merge_adapters
+
+            merge_adapters(base)  # for good: this model only generates, and the unmerged layers are freed
     base.eval()
     return HFGenerator(base, tokenizer, decoding), tokenizer

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from recipes.evaluation.generation import Decoding, HFGenerator, derive_seed, plan_batches, prompt_token_ids
 from recipes.evaluation.records import make_record
+from recipes.merged_lora import merged_lora
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def generate_context(trainer):
     stack.enter_context(
         DistributedBackend(trainer.accelerator).summon_full_params(trainer.model_wrapped, recurse=False)
     )
+    if getattr(trainer, "merged_generation", False):  # generate as the trainer does (recipes/merged_lora.py)
+        stack.enter_context(merged_lora(model))
     return stack, model
 
 

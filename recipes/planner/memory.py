@@ -44,6 +44,10 @@ Training phase (one micro-batch of B sequences, padded to S):
   dequant         4/8-bit: the largest linear dequantised to w for its matmul.
 Generation phase (transformers generate on the G prompts, no grad):
   kv cache        2 x L x kv x w x G x S, + one layer for the torch.cat that grows the cache.
+  merged weights  lora.merged_generation (auto: on a card where the merged peak fits): a copy of every adapted
+                  linear with its update merged, n x w, made before the first token; while it is made, one
+                  linear's float32 sum, its update (twice in the adapter dtype, plus a float32 copy of a bf16 one)
+                  and, on a 4/8-bit base, its dequantised weight at w.
   gen workspace   G x P x (m + 4h) for the prefill MLP + 3 x 4 x G x V for last-token logits and sampling, where
                   m is the largest of 3a x i (gate, up and their product); with gate/up adapted i x (2a + 2o),
                   o the adapter output's bytes (a under autocast, else the adapter dtype); with down_proj adapted
@@ -125,6 +129,9 @@ class MemoryPlan:
     kv_cache: int
     generation_workspace: int
     vllm_need: int  # what the colocated vLLM must hold inside its share: weights + KV of the generation batch
+    merge: str = "off"  # lora.merged_generation as it applies here: "on", "off", or "auto" (on where it fits)
+    merged_weights: int = 0  # the adapted linears' merged copies, while generating (when merging)
+    merge_workspace: int = 0  # the largest linear's temporaries while its merged copy is made
     reference_model: int = 0
     host_optimizer: int = 0  # host RAM of an optimizer offloaded by ZeRO-2, all ranks together
 
@@ -147,16 +154,28 @@ class MemoryPlan:
         """Bytes the colocated vLLM engine reserves on a card of ``card_bytes`` (0 when not colocated)."""
         return int(self.vllm_fraction * card_bytes) if self.vllm == "colocate" else 0
 
-    def generation_phase(self, card_bytes: int) -> int:
+    def merges(self, card_bytes: int) -> bool:
+        """Whether generation merges the adapter on this card: ``auto`` merges when the merged peak fits it."""
+        if self.merge == "auto":
+            return self.peak(card_bytes, merged=True) <= card_bytes
+        return self.merge == "on"
+
+    def generation_phase(self, card_bytes: int, *, merged: bool | None = None) -> int:
         """Transient bytes while completions are generated (a sleeping vLLM wakes up only for this)."""
         if self.vllm == "off":
-            return self.kv_cache + self.generation_workspace
+            merged = self.merges(card_bytes) if merged is None else merged
+            generate = self.kv_cache + self.generation_workspace
+            return self.merged_weights + max(generate, self.merge_workspace) if merged else generate
         return self.vllm_share(card_bytes) if self.vllm_sleep else 0
 
-    def peak(self, card_bytes: int) -> int:
-        """Expected peak on a card of ``card_bytes`` (the card only matters for a colocated vLLM share)."""
+    def peak(self, card_bytes: int, *, merged: bool | None = None) -> int:
+        """Expected peak on a card of ``card_bytes`` (the card matters for a vLLM share and ``auto`` merging).
+
+        ``merged`` plans generation with (True) or without (False) the merged copies instead of as the recipe says.
+        """
         awake = 0 if self.vllm_sleep else self.vllm_share(card_bytes)
-        return self.resident + awake + max(self.generation_phase(card_bytes), self.training_phase)
+        phase = self.generation_phase(card_bytes, merged=merged)
+        return self.resident + awake + max(phase, self.training_phase)
 
     def vllm_share_range(self, card_bytes: int) -> tuple[float, float]:
         """(smallest, largest) ``vllm_gpu_memory_utilization`` for a colocated vLLM on this card, in hundredths.
@@ -323,6 +342,12 @@ def plan_memory(
     largest_linear = max(x.in_features * x.out_features for x in shape.layer_linears)
     states, state_bytes = OPTIMIZERS[t["optim"]]
     vllm = t["vllm_mode"] if t["use_vllm"] else "off"
+    # Merging applies to transformers' generate only; auto leaves an adapter with dropout unmerged.
+    setting = lora["merged_generation"]
+    auto_off = setting == "auto" and lora["dropout"] > 0
+    merge = "off" if vllm != "off" or setting is False or auto_off else "on" if setting is True else "auto"
+    largest_adapted = max((x.in_features * x.out_features for x in targets), default=0)
+    merge_temporaries = 4 + 2 * lora_bytes + (4 if lora_bytes == 2 else 0) + (w if quant != "none" else 0)
     kv_layer = 2 * kv * w * g * s  # one layer's keys and values for the whole generation batch
     return MemoryPlan(
         base_params=shape.base_params,
@@ -354,4 +379,7 @@ def plan_memory(
         kv_cache=(n_layers + 1) * kv_layer if vllm == "off" else 0,
         generation_workspace=g * p * (prefill_mlp + 4 * h) + 12 * g * v if vllm == "off" else 0,
         vllm_need=shape.base_params * w + n_layers * kv_layer if vllm == "colocate" else 0,
+        merge=merge,
+        merged_weights=sum(x.in_features * x.out_features for x in targets) * w if merge != "off" else 0,
+        merge_workspace=largest_adapted * merge_temporaries if merge != "off" else 0,
     )

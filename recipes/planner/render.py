@@ -113,6 +113,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
     vllm = {"off": "off", "server": "server on another GPU"}.get(
         plan.vllm, f"colocate, {plan.vllm_fraction:g} x card"
     )
+    merge_label = {"on": "true", "auto": "auto: where they fit"}.get(plan.merge)
     sections = {
         "resident": [
             ("CUDA context + allocator overhead (constant)", plan.overhead),
@@ -136,6 +137,11 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
             ("phase peak: backward through the head or the layers", plan.training_phase),
         ],
         f"generation phase ({plan.generation_batch} sequences)": [
+            *(
+                [(f"merged LoRA weights (lora.merged_generation={merge_label})", plan.merged_weights)]
+                if plan.merged_weights
+                else []
+            ),
             ("KV cache", plan.kv_cache),
             ("generation workspace", plan.generation_workspace),
             *(
@@ -177,6 +183,8 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         note = f" (vLLM share < {_gb(plan.vllm_need)} GB of weights + KV)" if short else ""
         if best and best + batch_step(t) > MAX_BATCH:
             note = f" (the search stops at {MAX_BATCH})"
+        if plan.merge == "auto" and not plan.merges(card):
+            note += " (generates unmerged: no room for the merged copies)"
         lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
     if plan.vllm == "colocate":
         lines += ["", *vllm_share_lines(plan, t["vllm_gpu_memory_utilization"])]

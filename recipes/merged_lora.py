@@ -1,0 +1,207 @@
+"""Generate with each LoRA update merged into its base weight, and leave the base exactly as it was.
+
+peft runs an adapter as a side branch on every adapted projection: on a GPU each decode step pays its extra
+kernel launches (dropout, two small matmuls, scale, add) for every projection of every layer, which costs more
+than the arithmetic at decode's one token per sequence. Merged, a projection is one matmul again.
+
+peft's own ``merge``/``unmerge`` add the update into the weight and subtract it again: in bf16 each cycle rounds,
+so the frozen base would drift a little every training step, and on a 4-bit base merging re-quantises it. Here the
+base layer is never touched: each adapted layer's ``base_layer`` is swapped, for the duration, for a plain linear
+holding ``base + update`` (a 4-bit or 8-bit base dequantised first, as its own forward does), and the original
+module is put back afterwards. Cost: one copy of the adapted weights, in the compute dtype, while generating
+(``recipes/planner/memory.py`` counts it).
+
+What changes is only rounding: the merged weight is ``base + update`` rounded once to the compute dtype, where the
+branch adds the update's output to the base's output. In float32 that is invisible (the tests check that
+temperature-0 tokens are the same); in bf16 an update below half a unit in the last place of a base weight is
+lost in that weight, as it is when TRL syncs a merged adapter to vLLM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+
+import torch
+import torch.nn.functional as F
+
+from common.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+
+class MergedLinear(torch.nn.Module):
+    """A base linear with its LoRA updates added in. Like a bitsandbytes linear, it answers in its input's dtype."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        self.weight = weight
+        self.bias = bias.to(weight.dtype) if bias is not None else None
+
+    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        return F.linear(x.to(self.weight.dtype), self.weight, self.bias).to(x.dtype)
+
+
+def _base_weight(base: torch.nn.Linear) -> torch.Tensor:
+    """The base layer's weight as its forward computes with it: bitsandbytes weights dequantised."""
+    from peft.utils.integrations import dequantize_bnb_weight, get_bnb_param_type
+
+    if get_bnb_param_type(base.weight):
+        return dequantize_bnb_weight(base.weight, state=getattr(base, "state", None))
+    return base.weight
+
+
+def _merged_weight(layer) -> torch.Tensor:
+    """The layer's base weight plus the updates of its active adapters, summed in float32 and rounded once."""
+    base = _base_weight(layer.base_layer)
+    total = base.to(
+        torch.float32, copy=True
+    )  # never ``float()``: on a float32 base that is the weight itself
+    for name in layer.active_adapters:
+        if name in layer.lora_A:
+            total += layer.get_delta_weight(name).float()
+    return total.to(base.dtype)
+
+
+def _check_mergeable(layer, where: str) -> None:
+    base = layer.base_layer
+    weight = getattr(base, "weight", None)
+    why = (
+        "not a linear layer" if not isinstance(base, torch.nn.Linear)
+        else "sharded weights" if hasattr(weight, "ds_shape") or type(weight).__name__ == "DTensor"
+        else "already merged by peft" if layer.merged
+        else "4-bit weights repacked by bitsandbytes for its CPU bf16 kernel, which do not dequantise exactly"
+        if getattr(getattr(weight, "quant_state", None), "packing_format_for_cpu", False)
+        else None
+    )  # fmt: skip
+    if why:
+        raise UserError(
+            f"lora.merged_generation cannot merge {where} ({why}): it merges the LoRA linears of a model held "
+            "whole on each process (one GPU, DDP, ZeRO-1/2). Set lora.merged_generation=false, e.g. for FSDP "
+            "or ZeRO-3."
+        )
+    if any(getattr(layer.lora_dropout[name], "p", 0) > 0 for name in layer.active_adapters):
+        raise UserError(
+            f"lora.merged_generation: {where} has LoRA dropout, which TRL keeps active while generating; merged "
+            "weights cannot drop it. Set lora.dropout=0, or lora.merged_generation=false."
+        )
+
+
+def merge_adapters(model: torch.nn.Module) -> list[tuple]:
+    """Give every active LoRA layer of ``model`` a merged base layer; returns what ``restore_adapters`` puts back.
+
+    Dropping the returned list instead makes the merge permanent and frees the original base layers (an evaluation
+    that only generates). A model without active LoRA layers is left unchanged.
+
+    Raises:
+        UserError: a LoRA layer that cannot be merged (not a linear, sharded weights, dropout, merged by peft).
+    """
+    from peft.tuners.lora import LoraLayer
+
+    active = [
+        (name, m)
+        for name, m in model.named_modules()
+        if isinstance(m, LoraLayer) and not m.disable_adapters and m.active_adapters
+    ]
+    for name, layer in active:
+        _check_mergeable(layer, name)
+    originals = []
+    try:
+        for _, layer in active:
+            with torch.no_grad():
+                merged = MergedLinear(_merged_weight(layer), layer.base_layer.bias)
+            originals.append((layer, layer.base_layer))
+            layer.base_layer = merged
+            layer.merged_adapters = list(
+                layer.active_adapters
+            )  # peft's forward then runs the base layer only
+    except BaseException:  # out of memory halfway: leave the model as it was
+        restore_adapters(originals)
+        raise
+    return originals
+
+
+def restore_adapters(originals: list[tuple]) -> None:
+    """Put back the base layers ``merge_adapters`` replaced: the model is bit for bit what it was."""
+    for layer, base in originals:
+        layer.base_layer = base
+        layer.merged_adapters = []
+
+
+@contextlib.contextmanager
+def merged_lora(model: torch.nn.Module):
+    """Inside the block the model's active LoRA layers compute with merged weights; on exit the originals are back.
+
+    The original base modules are never written to, so leaving the block restores them exactly, however often
+    it is entered.
+    """
+    originals = merge_adapters(model)
+    try:
+        yield model
+    finally:
+        restore_adapters(originals)
+
+
+def use_merged_generation(recipe) -> bool:
+    """Whether this process generates with merged adapters: ``lora.merged_generation``, ``auto`` decided here.
+
+    ``false`` and ``true`` are obeyed (``true`` is refused under an engine that shards the weights). ``auto``
+    merges unless LoRA dropout is on, the engine shards the weights (FSDP, ZeRO-3), or, on a GPU, the planned
+    peak with the merged copies does not fit the card (``MemoryPlan.merges``); its choice is logged.
+
+    Raises:
+        RecipeError: ``true`` under FSDP or ZeRO-3.
+    """
+    from recipes.layers import RecipeError
+
+    lora = recipe.config["lora"]
+    setting = lora["merged_generation"]
+    if setting is False:
+        return False
+    fsdp = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+    engine = (
+        "FSDP"
+        if fsdp
+        else "DeepSpeed ZeRO-3"
+        if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
+        else None
+    )
+    if setting is True and engine:
+        raise RecipeError(
+            f"lora.merged_generation=true cannot run under {engine}: each process holds only a shard of every "
+            "weight, and merging needs whole ones. Set lora.merged_generation=false (or auto)."
+        )
+    if setting is True:
+        return True
+    why = (
+        "LoRA dropout is on" if lora["dropout"] > 0
+        else f"{engine} shards the weights" if engine
+        else _no_room(recipe) if torch.cuda.is_available()
+        else None
+    )  # fmt: skip
+    if os.environ.get("RANK", "0") == "0":
+        logger.info(
+            "lora.merged_generation=auto: %s",
+            f"generating with peft's LoRA branch ({why})" if why else "generating with the adapter merged",
+        )
+    return why is None
+
+
+def _no_room(recipe) -> str | None:
+    """Why the merged copies do not fit this GPU by the memory plan, or None when they do."""
+    from recipes.layers import RecipeError
+    from recipes.planner.memory import GIB, plan_memory
+
+    try:
+        plan = plan_memory(recipe.config)
+    except RecipeError as e:
+        return f"the memory planner cannot size the merged copies: {e}"
+    card = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    if plan.merges(card):
+        return None
+    merged = plan.generation_phase(card, merged=True) - plan.generation_phase(card, merged=False)
+    return (
+        f"the merged copies, {merged / GIB:.1f} GB, would take the planned peak over this {card / GIB:.0f} GB "
+        "GPU; see --plan"
+    )

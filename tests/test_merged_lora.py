@@ -1,0 +1,208 @@
+"""Merged-LoRA generation (recipes/merged_lora.py): the same tokens as peft's branch, a base left bit for bit, and a
+GRPO step that trains exactly as without it."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from _recipes_learning import EVEN_TOKEN_REWARD
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from common.errors import UserError
+from recipes.layers import RecipeError
+from recipes.merged_lora import MergedLinear, merge_adapters, merged_lora, use_merged_generation
+from recipes.recipe import load_recipe
+
+PROMPTS = ["Natalia sold clips to 48 of her friends.", "How many", "Weng earns $12 an hour for babysitting."]
+
+
+def adapted(model, seed: int = 0, dropout: float = 0.0):
+    """``model`` with an all-linear LoRA whose B is random too (peft starts B at 0, which changes nothing)."""
+    torch.manual_seed(seed)
+    config = LoraConfig(
+        r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False, lora_dropout=dropout
+    )
+    return get_peft_model(model, config).eval()
+
+
+def random_shape(tokenizer, seed: int = 1):
+    """A 4-layer Llama with random weights, wider than the tiny model, for a second shape."""
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=128, intermediate_size=344, num_hidden_layers=4,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    return LlamaForCausalLM(config).eval()
+
+
+def greedy(model, tokenizer, tokens: int = 24) -> list[list[int]]:
+    tokenizer.padding_side = "left"
+    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+    return out[:, batch["input_ids"].shape[1] :].tolist()
+
+
+@pytest.fixture
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.mark.parametrize("shape", ["tiny", "4-layer random"])
+def test_greedy_tokens_are_the_same_merged_and_with_peft_branch(shape, tiny_model_dir, tokenizer):
+    base = (
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir) if shape == "tiny" else random_shape(tokenizer)
+    )
+    plain = greedy(base, tokenizer)
+    model = adapted(base)
+    branch = greedy(model, tokenizer)
+    assert branch != plain  # the adapter changes the answers, so agreeing below means something
+    with merged_lora(model):
+        assert sum(isinstance(m, MergedLinear) for m in model.modules()) == 7 * base.config.num_hidden_layers
+        assert greedy(model, tokenizer) == branch
+    assert not any(isinstance(m, MergedLinear) for m in model.modules())
+
+
+def test_a_thousand_merges_leave_the_base_bit_for_bit_where_peft_merge_drifts(tiny_model_dir):
+    model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    for _ in range(1000):
+        with merged_lora(model):
+            pass
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    # What exact restoring avoids: peft's merge/unmerge adds and subtracts the update, rounding each time in bf16.
+    for _ in range(20):
+        model.merge_adapter()
+        model.unmerge_adapter()
+    drifted = [k for k, v in model.state_dict().items() if not torch.equal(before[k], v)]
+    assert drifted and all("base_layer" in k for k in drifted)
+
+
+def test_log_probs_and_lora_gradients_after_merged_generation_are_unchanged(tiny_model_dir, tokenizer):
+    model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
+    batch = tokenizer(PROMPTS[:1], return_tensors="pt")
+
+    def step():
+        model.zero_grad()
+        logits = model(**batch).logits
+        logits.log_softmax(-1).mean().backward()
+        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    logits, grads = step()
+    with merged_lora(model):
+        greedy(model, tokenizer, tokens=4)
+    again, grads_again = step()
+    assert torch.equal(logits, again)
+    assert grads.keys() == grads_again.keys() and all(torch.equal(grads[n], grads_again[n]) for n in grads)
+
+
+def test_a_four_bit_base_generates_the_same_tokens_dequantised_and_keeps_its_quantised_weights(
+    tiny_model_dir,
+):
+    from recipes.model import load_model
+
+    model = adapted(load_model(load_recipe("gsm8k_tiny", ["model.quantization=4bit"]).config["model"]))
+    # In train mode, as TRL generates: in eval mode bitsandbytes repacks 4-bit weights for a bf16 CPU kernel.
+    model.train()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    packed = {n: m.weight.data.clone() for n, m in model.named_modules() if type(m).__name__ == "Linear4bit"}
+    assert packed
+    branch = greedy(model, tokenizer)
+    with merged_lora(model):
+        assert greedy(model, tokenizer) == branch
+    now = {n: m.weight.data for n, m in model.named_modules() if type(m).__name__ == "Linear4bit"}
+    assert all(torch.equal(packed[n], now[n]) for n in packed)
+    model.eval()
+    greedy(model, tokenizer, tokens=1)  # on a CPU with AVX512-BF16, bitsandbytes repacks the weights now
+    layer = next(m for m in model.modules() if type(m).__name__ == "Linear4bit")
+    if layer.weight.quant_state.packing_format_for_cpu:  # refused, not merged wrongly
+        with pytest.raises(UserError, match="repacked by bitsandbytes for its CPU bf16 kernel"):
+            merge_adapters(model)
+
+
+def test_dropout_and_sharded_engines_are_refused_or_left_unmerged(tiny_model_dir, monkeypatch, caplog):
+    model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir), dropout=0.1)
+    with pytest.raises(UserError, match="has LoRA dropout, which TRL keeps active while generating"):
+        merge_adapters(model)
+    assert not any(isinstance(m, MergedLinear) for m in model.modules())
+
+    with pytest.raises(RecipeError, match=r"lora.dropout=0.1 .* Set lora.merged_generation=false"):
+        load_recipe("gsm8k_tiny", ["lora.dropout=0.1", "lora.merged_generation=true"])
+    with pytest.raises(RecipeError, match="must be one of auto, true, false, got 'atuo'"):
+        load_recipe("gsm8k_tiny", ["lora.merged_generation=atuo"])
+
+    caplog.set_level(logging.INFO, logger="recipes.merged_lora")
+    assert use_merged_generation(load_recipe("gsm8k_tiny")) is True  # auto on a CPU
+    assert use_merged_generation(load_recipe("gsm8k_tiny", ["lora.dropout=0.1"])) is False
+    assert "generating with peft's LoRA branch (LoRA dropout is on)" in caplog.text
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3")
+    assert use_merged_generation(load_recipe("gsm8k_tiny")) is False
+    assert "(DeepSpeed ZeRO-3 shards the weights)" in caplog.text
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(RecipeError, match="cannot run under FSDP: each process holds only a shard"):
+        use_merged_generation(load_recipe("gsm8k_tiny", ["lora.merged_generation=true"]))
+
+
+def test_auto_merges_only_where_the_plan_fits_the_gpu(monkeypatch, caplog):
+    from recipes.planner.memory import GIB
+
+    card = {"bytes": 24 * GIB}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: type("Props", (), {"total_memory": card["bytes"]})
+    )
+    caplog.set_level(logging.INFO, logger="recipes.merged_lora")
+    recipe = load_recipe("gsm8k_llama")  # 13 GB of merged copies on a 19.5 GB plan
+    assert use_merged_generation(recipe) is False
+    assert "the merged copies, 13.0 GB, would take the planned peak over this 24 GB GPU" in caplog.text
+    card["bytes"] = 40 * GIB
+    assert use_merged_generation(recipe) is True
+
+
+@pytest.mark.slow
+def test_a_grpo_step_trains_the_same_with_merged_generation(tmp_path, monkeypatch):
+    from recipes.run import build_trainer
+
+    calls = {"n": 0}
+    forward = MergedLinear.forward
+
+    def counted(self, x, *args, **kwargs):
+        calls["n"] += 1
+        return forward(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(MergedLinear, "forward", counted)
+    runs = {}
+    for merged in ("true", "false"):
+        recipe = load_recipe(
+            "gsm8k_tiny",
+            [
+                f"trainer.output_dir={tmp_path / merged}",
+                f"lora.merged_generation={merged}",
+                "trainer.max_steps=2",
+                "trainer.logging_steps=1",
+                "trainer.learning_rate=1e-2",
+                "checkpoint.every_steps=2",
+                "callbacks=[]",
+                "heldout.enabled=false",
+                EVEN_TOKEN_REWARD,
+            ],
+        )
+        trainer = build_trainer(recipe)
+        trainer.train()
+        runs[merged] = (
+            [h for h in trainer.state.log_history if "loss" in h],
+            {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_" in n},
+            calls["n"],
+        )
+    (logs, lora, merged_calls), (plain_logs, plain_lora, total_calls) = runs["true"], runs["false"]
+    assert merged_calls > 0 and total_calls == merged_calls  # generation ran merged, and only when asked
+    for got, want in zip(logs, plain_logs, strict=True):
+        for key in ("loss", "grad_norm", "reward", "completions/mean_length"):
+            assert got[key] == pytest.approx(want[key], rel=1e-5, abs=1e-7), key
+    assert all(torch.allclose(lora[n], plain_lora[n], atol=1e-6) for n in lora)
+    assert any(not torch.equal(p, torch.zeros_like(p)) for n, p in lora.items() if "lora_B" in n)
