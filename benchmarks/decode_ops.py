@@ -33,6 +33,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from benchmarks.step_timer import build_random_model
 from common.errors import exit_status
+from recipes.evaluation.generation import prompt_token_ids
 from recipes.merged_lora import merged_lora
 from recipes.model import load_model_and_tokenizer, lora_config
 from recipes.planner.shapes import SHAPES, config_for
@@ -63,8 +64,18 @@ def _generate(model, batch, tokens: int, count: bool) -> tuple[float, int]:
     return time.perf_counter() - start, counter.ops
 
 
+def _gpu_kernel_seconds(model, batch, tokens: int) -> float:
+    """Seconds the GPU spent in kernels during one ``generate`` of ``tokens`` tokens (torch profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        _generate(model, batch, tokens, count=False)
+    return sum(e.self_device_time_total for e in prof.key_averages()) / 1e6
+
+
 def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4) -> dict:
-    """``{"ops_per_step", "ms_per_step"}`` of decoding ``batch`` (input_ids, attention_mask).
+    """``{"ops_per_step", "ms_per_step"}`` of decoding ``batch`` (input_ids, attention_mask), and on a GPU
+    ``gpu_ms_per_step``: the kernels' share of the step. Far below ``ms_per_step``, the GPU waits on the host.
 
     Timing runs without the counter (its Python hook slows every operator) and after one warm-up generate.
     """
@@ -72,10 +83,27 @@ def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4) -> d
     short_ops, long_ops = (_generate(model, batch, n, count=True)[1] for n in (prefix, prefix + steps))
     short = min(_generate(model, batch, prefix, count=False)[0] for _ in range(2))
     long = min(_generate(model, batch, prefix + steps, count=False)[0] for _ in range(2))
-    return {
+    profile = {
         "ops_per_step": (long_ops - short_ops) / steps,
         "ms_per_step": 1000 * max(long - short, 0.0) / steps,
     }
+    if model.device.type == "cuda":
+        kernels = [_gpu_kernel_seconds(model, batch, n) for n in (prefix, prefix + steps)]
+        profile["gpu_ms_per_step"] = 1000 * max(kernels[1] - kernels[0], 0.0) / steps
+    return profile
+
+
+def policy_decode_profile(trainer, batch_size: int, steps: int = 16) -> dict:
+    """``decode_profile`` of a GRPO trainer's policy as it generates: its first ``batch_size`` training prompts,
+    left-padded, with the adapter merged when the trainer merges it (``lora.merged_generation``)."""
+    tokenizer = trainer.processing_class
+    rows = trainer.train_dataset.select(range(min(batch_size, len(trainer.train_dataset))))
+    tokenizer.padding_side = "left"
+    prompts = prompt_token_ids(tokenizer, list(rows["prompt"]))
+    batch = tokenizer.pad({"input_ids": prompts}, return_tensors="pt").to(trainer.model.device)
+    merge = getattr(trainer, "merged_generation", False)
+    with merged_lora(trainer.model) if merge else contextlib.nullcontext():
+        return {**decode_profile(trainer.model, batch, steps=steps), "merged": merge}
 
 
 def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
@@ -101,12 +129,18 @@ def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
 
 
 def format_table(recipe_name: str, batch_size: int, rows: list[dict]) -> str:
+    gpu = all("gpu_ms_per_step" in r for r in rows)
     lines = [
         f"{recipe_name}: decode steps of a batch of {batch_size}",
-        "| model | aten ops per decode step | ms per decode step |",
-        "|---|---|---|",
+        "| model | aten ops per decode step | ms per decode step |"
+        + (" GPU kernel ms per step |" if gpu else ""),
+        "|---|---|---|" + ("---|" if gpu else ""),
     ]
-    lines += [f"| {r['model']} | {r['ops_per_step']:.0f} | {r['ms_per_step']:.1f} |" for r in rows]
+    lines += [
+        f"| {r['model']} | {r['ops_per_step']:.0f} | {r['ms_per_step']:.1f} |"
+        + (f" {r['gpu_ms_per_step']:.1f} |" if gpu else "")
+        for r in rows
+    ]
     return "\n".join(lines)
 
 

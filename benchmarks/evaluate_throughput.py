@@ -3,12 +3,14 @@
     python benchmarks/evaluate_throughput.py                       # gsm8k_tiny on CPU, about a minute
     python benchmarks/evaluate_throughput.py gsm8k_qwen_small --questions 32 --samples 4 --max-new-tokens 256 \\
         --batch-sizes 1,16,64,128 --engines hf,vllm
+    python benchmarks/evaluate_throughput.py arith_tiny --adapter outputs/arith_tiny --batch-sizes 64  # tuned
 
 Every row generates the same questions x samples (drawn as recipes/evaluate.py draws them, same seeds) with
 one engine and batch size; batch size 1 is the loop common tutorials write, one prompt per ``generate``
 call. Completions stop at EOS, so rows can differ in tokens generated: the table shows tokens per second
 too. vLLM rows need vLLM installed (default engines: hf, plus vllm when it is installed). Timing excludes
-model loading and one warm-up batch per engine.
+model loading and one warm-up batch per engine. With ``--adapter`` the tuned model is measured, generating as
+evaluate.py does (merged when ``lora.merged_generation`` says so; compare with ``lora.merged_generation=false``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from common.errors import exit_status
 from recipes.data import load_split
 from recipes.evaluate import eval_data, select_questions
 from recipes.evaluation.generation import Decoding, derive_seed, load_generator, prompt_token_ids
+from recipes.merged_lora import use_merged_generation
 from recipes.recipe import load_recipe
 
 
@@ -67,7 +70,10 @@ def run(args) -> list[dict]:
     decoding = Decoding(args.temperature, 1.0, args.max_new_tokens)
     results = []
     for engine in args.engines:
-        generator, tokenizer = load_generator(engine, recipe.config["model"], None, decoding, seed=args.seed)
+        merged = engine == "hf" and args.adapter is not None and use_merged_generation(recipe)
+        generator, tokenizer = load_generator(
+            engine, recipe.config["model"], args.adapter, decoding, seed=args.seed, merged=merged
+        )
         prompts = prompt_token_ids(tokenizer, rows["prompt"])
         generator.generate(prompts[:2], [0, 1])  # warm-up: kernels, caches, lazy allocations
         for batch_size in args.batch_sizes:
@@ -131,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--adapter", type=Path, help="a local LoRA adapter folder: measure the tuned model")
     p.add_argument("--batch-sizes", type=_sizes, default=[1, 8, 32], help="comma-separated (default: 1,8,32)")
     p.add_argument(
         "--engines", type=_engines, default=_engines(default_engines), help=f"default: {default_engines}"

@@ -13,7 +13,9 @@ Runs N optimizer steps of a recipe (any ``section.key=value`` override) through 
 remaining step time up to ``optimizer.step()`` is forward+backward; ``optimizer.step()`` itself is "optim").
 Peak memory is ``torch.cuda.max_memory_allocated`` on a GPU, else the process's peak RSS (``getrusage``), shown
 next to the memory planner's prediction (``plan_memory(...).peak(card)``; on a CPU the RSS also counts the
-Python and torch libraries, so the two only agree in size).
+Python and torch libraries, so the two only agree in size). Under the table, one decode step of the trained policy
+at the generation batch, generated as the trainer generates (merged or peft's branch): aten operators (each a
+kernel launch on a GPU), milliseconds, and on a GPU the milliseconds its kernels ran (benchmarks/decode_ops.py).
 
 The floor and its arithmetic are in ``benchmarks/floor.py``. ``--random-weights NAME`` builds a model of a
 shipped shape (recipes/planner/shapes.py) with random weights and the real vocabulary size, saved with the tiny model's
@@ -57,6 +59,16 @@ def _row(label: str, s, floor: float | None) -> str:
     tok_s = s.tokens / s.generate if s.generate else 0.0
     times = " ".join(f"{v:>{len(c)}.3f}" for v, c in zip(cells, COLUMNS[1:7]))
     return f"{label:>4} {times} {tok_s:>9,.0f} {s.peak_bytes / GIB:>7.2f} {ratio}"
+
+
+def decode_line(decode: dict, batch: int) -> str:
+    """One decode step of the trained policy, as the trainer generates (benchmarks/decode_ops.py)."""
+    how = "adapter merged" if decode["merged"] else "peft's LoRA branch"
+    gpu = f", GPU kernels {decode['gpu_ms_per_step']:.1f} ms" if "gpu_ms_per_step" in decode else ""
+    return (
+        f"decode step ({batch} sequences, {how}): {decode['ops_per_step']:.0f} aten ops, "
+        f"{decode['ms_per_step']:.1f} ms{gpu}"
+    )
 
 
 def report(recipe, steps: list, plan, t: dict, hardware: str | None, card_bytes: int, device: str) -> str:
@@ -164,13 +176,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"building a random-weight {args.random_weights} ...", file=sys.stderr)
                 build_random_model(model_config, Path(tmp) / "model", model["dtype"])
             completions = plan.batch * t["gradient_accumulation_steps"]
-            steps, measured = run_steps(recipe, completions, args.steps, args.count_tensors)
+            steps, measured, decode = run_steps(
+                recipe, completions, args.steps, args.count_tensors, decode_batch=plan.generation_batch
+            )
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
     device = torch.cuda.get_device_name(0) if card_bytes else "cpu"
     print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes, device))
+    print(decode_line(decode, plan.generation_batch))
     if measured:
         print("\n" + "\n".join(planner_check(recipe, model_config, plan, measured, card_bytes)))
     return 0

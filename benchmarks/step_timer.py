@@ -115,11 +115,14 @@ def build_random_model(config, folder: Path, dtype: str) -> None:
         torch.cuda.empty_cache()
 
 
-def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool = False):
+def run_steps(
+    recipe, completions_per_step: int, steps: int, count_tensors: bool = False, decode_batch: int = 0
+):
     """Train ``steps`` optimizer steps of ``recipe``.
 
-    Returns their timings and, with ``count_tensors``, the live-tensor peak per phase and the widest padded
-    prompt and completion batches the steps ran (the shapes to check the planner at); else None.
+    Returns their timings; with ``count_tensors``, the live-tensor peak per phase and the widest padded prompt
+    and completion batches the steps ran (the shapes to check the planner at), else None; with ``decode_batch``,
+    the trained policy's decode step at that batch (``benchmarks.decode_ops.policy_decode_profile``), else None.
     """
     from trl.extras.profiling import ProfilingContext
 
@@ -151,7 +154,12 @@ def run_steps(recipe, completions_per_step: int, steps: int, count_tensors: bool
     with mock.patch.object(ProfilingContext, "_log_metrics", record), live:
         trainer.train()
     timer.bar.close()
-    return timer.steps, ({**measured, "peak": live.peak} if count_tensors else None)
+    decode = None
+    if decode_batch:
+        from benchmarks.decode_ops import policy_decode_profile
+
+        decode = policy_decode_profile(trainer, decode_batch)
+    return timer.steps, ({**measured, "peak": live.peak} if count_tensors else None), decode
 
 
 def mean_step(steps: list[Step]) -> Step:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -104,6 +105,13 @@ def test_two_steps_on_the_tiny_model_print_the_table_and_the_planner_check():
         assert all(r[-1] == "n/a" for r in rows) and "floor: n/a (no GPU)" in result.stdout
         assert "(process peak RSS), planner" in result.stdout
     assert "GRPO steps" in result.stderr  # the tqdm progress bar
+    decode = re.search(
+        r"^decode step \((\d+) sequences, adapter merged\): (\d+) aten ops, ([\d.]+) ms",
+        result.stdout,
+        re.MULTILINE,
+    )
+    # The trainer generates in train mode (250 operators for the tiny model); peft's branch adds 140 to that.
+    assert decode and int(decode[1]) == 8 and 200 < int(decode[2]) < 250 + 140
     check = _planner_check(result.stdout)
     assert set(check) == {"generation", "training"}
     for phase, (measured, ratio) in check.items():

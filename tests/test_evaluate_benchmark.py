@@ -53,3 +53,26 @@ def test_bad_batch_sizes_are_refused(bench, capsys):
         bench.main(["--batch-sizes", "0,2"])
     assert exit_info.value.code == 2
     assert "expected comma-separated positive integers" in capsys.readouterr().err
+
+
+def test_an_adapter_is_measured_as_evaluate_generates_it(bench, tiny_model_dir, tmp_path, monkeypatch):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model_dir), LoraConfig(r=4)).save_pretrained(
+        tmp_path
+    )
+    loaded = []
+
+    def spy(engine, model, adapter, decoding, *, seed, merged):
+        loaded.append((adapter, merged))
+        return real(engine, model, adapter, decoding, seed=seed, merged=merged)
+
+    real = bench.load_generator
+    monkeypatch.setattr(bench, "load_generator", spy)
+    for override in ([], ["lora.merged_generation=false"]):
+        results = bench.run(
+            bench.build_parser().parse_intermixed_args([*SMALL, "--adapter", str(tmp_path), *override])
+        )
+        assert [r["completions"] for r in results] == [4, 4]
+    assert loaded == [(tmp_path, True), (tmp_path, False)]  # auto merges on a CPU; false keeps peft's branch

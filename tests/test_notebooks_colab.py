@@ -154,7 +154,7 @@ def test_gpu_runtime_reports_need_against_card(monkeypatch):
 
 def test_too_small_gpu_stops_with_a_batch_that_fits(monkeypatch):
     config = load_recipe("gsm8k_llama").config
-    card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB) / GIB - 1, name="small")
+    card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB, merged=False) / GIB - 1, name="small")
     with pytest.raises(
         colab.ColabError, match=r"per_device_train_batch_size=(\d+) to the recipe's values"
     ) as error:
