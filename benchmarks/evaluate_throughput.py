@@ -27,8 +27,8 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from common.errors import exit_status
 from recipes.data import load_split
-from recipes.evaluate import eval_data, select_questions
 from recipes.evaluation.generation import Decoding, derive_seed, load_generator, prompt_token_ids
+from recipes.evaluation.questions import eval_data, select_questions
 from recipes.merged_lora import use_merged_generation
 from recipes.recipe import load_recipe
 

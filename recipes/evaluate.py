@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import logging
-import re
 import sys
 from pathlib import Path
 
@@ -44,7 +42,8 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from common.errors import UserError
 from recipes.evaluation import generation
-from recipes.evaluation.generation import Decoding, EvaluationError
+from recipes.evaluation.generation import Decoding
+from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import (
     append_records,
     check_resumable,
@@ -59,55 +58,6 @@ from recipes.evaluation.records import (
 from recipes.recipe import load_recipe
 
 logger = logging.getLogger("recipes.evaluate")
-SPLIT_WORDS = ("train", "test", "validation", "valid", "val", "dev")
-
-
-def eval_data(data: dict, split: str) -> dict:
-    """The recipe's ``data:`` section for evaluating ``split``: the split's file, no training-only filters.
-
-    ``data.eval_source``, when set, replaces ``data.source`` (MATH trains on one dataset and is evaluated on
-    MATH-500); ``data.config`` names a config of the training source, so it does not follow. The ``heldout``
-    split belongs to the training data: it is read from ``data.source``, and where the task carves it from the
-    training split (recipes/tasks/heldout.py), from the training split's file.
-    """
-    from recipes.data import resolve_source
-    from recipes.recipe import with_defaults
-    from recipes.tasks import get_task
-    from recipes.tasks.heldout import HELDOUT, source_split
-
-    data = {**data, "limit": None, "max_prompt_tokens": None}
-    key, read = "data.source", split
-    if split == HELDOUT:
-        filled = with_defaults({"data": data})["data"]
-        read = source_split(get_task(filled["task"]), filled, split)
-    elif data.get("eval_source"):
-        key = "data.eval_source"
-        data = {**data, "source": data["eval_source"], "config": None}
-    path = Path(resolve_source(data["source"]))
-    if not path.is_file():
-        return data  # a folder or a Hub id: recipes.data picks the split
-    named = [w for w in SPLIT_WORDS if re.search(rf"(?<![A-Za-z]){w}(?![A-Za-z])", path.stem)]
-    if not named or read in named:
-        return data
-    sibling = Path(data["source"]).with_name(re.sub(rf"(?<![A-Za-z]){named[0]}(?![A-Za-z])", read, path.name))
-    if not Path(resolve_source(str(sibling))).is_file():
-        raise EvaluationError(
-            f"{key} {data['source']} is the {named[0]} split's file and has no {read} sibling ({sibling}). "
-            f"Pass {key}=<a {read} .jsonl/.parquet file, or a folder holding {read}*.jsonl>, "
-            f"or --split {named[0]}."
-        )
-    logger.info("Evaluating split %s on %s (%s names the %s file).", split, sibling, key, named[0])
-    return {**data, "source": str(sibling)}
-
-
-def select_questions(ids: list[str], n: int | None, seed: int) -> list[int]:
-    """Row indices of ``n`` questions drawn by ``seed``: the first ``n`` of a seeded order of all ids."""
-    if n is not None and n > len(ids):
-        raise EvaluationError(
-            f"--questions {n} but the split has {len(ids)} questions; use {len(ids)} or fewer."
-        )
-    order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(f"{seed}:{ids[i]}".encode()).digest())
-    return order[:n]
 
 
 def counterpart_command(args, decoding: Decoding, questions: int) -> list[str]:

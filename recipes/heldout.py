@@ -21,7 +21,7 @@ from recipes.tasks.sources import DataError
 def heldout_plan(recipe) -> HeldoutPlan:
     """The questions, samples, seeds and decoding of every held-out evaluation of this recipe's run."""
     from recipes.data import load_split
-    from recipes.evaluate import eval_data, select_questions
+    from recipes.evaluation.questions import eval_data, select_questions
 
     data, heldout = recipe.config["data"], recipe.config["heldout"]
     rows = load_split(

@@ -11,9 +11,10 @@ import sys
 import pytest
 from conftest import REPO
 
-from recipes.evaluate import eval_data, main, select_questions
+from recipes.evaluate import main
 from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
+from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import read_records
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records

@@ -11,8 +11,8 @@ import json
 import pytest
 
 from recipes.data import DataError, load_split
-from recipes.evaluate import eval_data
 from recipes.evaluate import main as evaluate_main
+from recipes.evaluation.questions import eval_data
 from recipes.recipe import load_recipe
 from recipes.tasks import TASKS, arithmetic
 from recipes.tasks.heldout import HELDOUT_PERCENT, in_heldout

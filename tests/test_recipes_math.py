@@ -12,8 +12,8 @@ import logging
 import pytest
 
 from recipes.data import DataError, load_split
-from recipes.evaluate import eval_data
 from recipes.evaluation.generation import EvaluationError
+from recipes.evaluation.questions import eval_data
 from recipes.recipe import RecipeError, load_recipe
 from recipes.tasks.math import SUBJECTS
 
