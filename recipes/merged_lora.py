@@ -143,12 +143,20 @@ def merged_lora(model: torch.nn.Module):
         restore_adapters(originals)
 
 
+def merge_is_exact(model: dict) -> bool:
+    """Whether merged weights keep a LoRA update as peft's branch applies it: float32 ones do (the tests compare
+    tokens); rounded to bf16, an update below half a unit in the last place of a base weight is lost entirely,
+    and early in training most of it is (``benchmarks/merge_rounding.py``)."""
+    return model["dtype"] == "float32"
+
+
 def use_merged_generation(recipe) -> bool:
     """Whether this process generates with merged adapters: ``lora.merged_generation``, ``auto`` decided here.
 
     ``false`` and ``true`` are obeyed (``true`` is refused under an engine that shards the weights). ``auto``
-    merges unless LoRA dropout is on, the engine shards the weights (FSDP, ZeRO-3), or, on a GPU, the planned
-    peak with the merged copies does not fit the card (``MemoryPlan.merges``); its choice is logged.
+    merges unless LoRA dropout is on, the weights are not float32 (``merge_is_exact``), the engine shards them
+    (FSDP, ZeRO-3), or, on a GPU, the planned peak with the merged copies does not fit the card
+    (``MemoryPlan.merges``); its choice is logged.
 
     Raises:
         RecipeError: ``true`` under FSDP or ZeRO-3.
@@ -174,8 +182,12 @@ def use_merged_generation(recipe) -> bool:
         )
     if setting is True:
         return True
+    dtype = recipe.config["model"]["dtype"]
     why = (
         "LoRA dropout is on" if lora["dropout"] > 0
+        else f"model.dtype={dtype}: a merged weight rounded to {dtype} loses small LoRA updates, so generation "
+        "would sample a policy lagging the one trained (docs/PERFORMANCE.md); lora.merged_generation=true merges "
+        "anyway" if not merge_is_exact(recipe.config["model"])
         else f"{engine} shards the weights" if engine
         else _no_room(recipe) if torch.cuda.is_available()
         else None

@@ -157,11 +157,23 @@ def test_auto_merges_only_where_the_plan_fits_the_gpu(monkeypatch, caplog):
         torch.cuda, "get_device_properties", lambda i: type("Props", (), {"total_memory": card["bytes"]})
     )
     caplog.set_level(logging.INFO, logger="recipes.merged_lora")
-    recipe = load_recipe("gsm8k_llama")  # 13 GB of merged copies on a 19.5 GB plan
+    recipe = load_recipe("gsm8k_llama", ["model.dtype=float32"])  # 26 GB of copies on a 34 GB plan
     assert use_merged_generation(recipe) is False
-    assert "the merged copies, 13.0 GB, would take the planned peak over this 24 GB GPU" in caplog.text
-    card["bytes"] = 40 * GIB
+    assert "the merged copies, 26.0 GB, would take the planned peak over this 24 GB GPU" in caplog.text
+    card["bytes"] = 80 * GIB
     assert use_merged_generation(recipe) is True
+    caplog.clear()
+    assert use_merged_generation(load_recipe("gsm8k_llama")) is False  # bf16: room, but the merge would round
+    assert "model.dtype=bfloat16: a merged weight rounded to bfloat16 loses small LoRA updates" in caplog.text
+    assert use_merged_generation(load_recipe("gsm8k_llama", ["lora.merged_generation=true"])) is True
+
+
+def test_a_bf16_merge_loses_small_updates_and_keeps_large_ones():
+    from benchmarks.merge_rounding import rounding_rows
+
+    small, large = rounding_rows(width=512, scales=(1e-5, 1e-2))
+    assert small["kept"] < 0.2 and small["output_error"] > 0.8
+    assert large["kept"] > 0.95 and large["output_error"] < 0.2
 
 
 @pytest.mark.slow

@@ -146,26 +146,28 @@ def test_a_share_the_planner_cannot_model_is_trained_with_a_warning(caplog):
 def test_merged_generation_plans_a_copy_of_the_adapted_linears_where_the_card_has_room(capsys):
     from recipes.planner.shapes import config_for, lora_targets, shape_of
 
-    config = load_recipe("gsm8k_llama").config  # bf16 Llama 3.1 8B, all-linear LoRA
+    def plan(*overrides):
+        return plan_memory(
+            load_recipe("gsm8k_llama", list(overrides)).config
+        )  # Llama 3.1 8B, all-linear LoRA
+
     shape = shape_of(config_for("meta-llama/Llama-3.1-8B-Instruct"))
     adapted = sum(x.in_features * x.out_features for x in lora_targets(shape, "all-linear"))
-    auto, off = (
-        plan_memory(config),
-        plan_memory(load_recipe("gsm8k_llama", ["lora.merged_generation=false"]).config),
-    )
-    assert auto.merge == "auto" and auto.merged_weights == 2 * adapted  # 13 GB of bf16 copies
+    on, off = plan("lora.merged_generation=true"), plan("lora.merged_generation=false")
+    assert on.merge == "on" and on.merged_weights == 2 * adapted  # 13 GB of bf16 copies
     assert off.merge == "off" and off.merged_weights == 0
     small, large = 24 * GIB, 80 * GIB
-    assert not auto.merges(small) and auto.peak(small) == off.peak(small)  # no room on 24 GB: peft's branch
-    assert auto.merges(large) and auto.peak(large) == off.peak(large) - off.generation_phase(large) + (
-        auto.merged_weights + auto.kv_cache + auto.generation_workspace
+    assert on.peak(small) > small > off.peak(small)  # merging is what does not fit 24 GB
+    assert on.peak(large) == off.peak(large) - off.generation_phase(large) + (
+        on.merged_weights + on.kv_cache + on.generation_workspace
     )  # the copies sit beside the KV cache while generating
-    on = plan_memory(load_recipe("gsm8k_llama", ["lora.merged_generation=true"]).config)
-    assert on.merges(small) and on.peak(small) > small
-    vllm = plan_memory(load_recipe("gsm8k_llama", ["trainer.use_vllm=true"]).config)
-    assert vllm.merge == "off"  # vLLM generates; TRL syncs merged weights to it itself
-    assert main(["gsm8k_llama", "--plan"]) == 0
+    assert plan().merge == "off"  # auto: bf16 weights would round small updates away
+    fp32 = plan("model.dtype=float32")
+    assert fp32.merge == "auto" and not fp32.merges(small) and fp32.merges(large)
+    assert fp32.peak(small) == plan("model.dtype=float32", "lora.merged_generation=false").peak(small)
+    assert plan("lora.merged_generation=true", "trainer.use_vllm=true").merge == "off"  # vLLM generates
+    assert main(["gsm8k_llama", "model.dtype=float32", "--plan"]) == 0
     out = capsys.readouterr().out
-    assert "merged LoRA weights (lora.merged_generation=auto: where they fit)   13.00" in out
+    assert "merged LoRA weights (lora.merged_generation=auto: where they fit)   26.00" in out
     assert re.search(r"^24 GB .* \(generates unmerged: no room for the merged copies\)$", out, re.MULTILINE)
     assert not re.search(r"^80 GB .*unmerged", out, re.MULTILINE)

@@ -44,10 +44,10 @@ Training phase (one micro-batch of B sequences, padded to S):
   dequant         4/8-bit: the largest linear dequantised to w for its matmul.
 Generation phase (transformers generate on the G prompts, no grad):
   kv cache        2 x L x kv x w x G x S, + one layer for the torch.cat that grows the cache.
-  merged weights  lora.merged_generation (auto: on a card where the merged peak fits): a copy of every adapted
-                  linear with its update merged, n x w, made before the first token; while it is made, one
-                  linear's float32 sum, its update (twice in the adapter dtype, plus a float32 copy of a bf16 one)
-                  and, on a 4/8-bit base, its dequantised weight at w.
+  merged weights  lora.merged_generation (auto: float32 weights, on a card where the merged peak fits): a copy of
+                  every adapted linear with its update merged, n x w, made before the first token; while it is
+                  made, one linear's float32 sum, its update (twice in the adapter dtype, plus a float32 copy of a
+                  bf16 one) and, on a 4/8-bit base, its dequantised weight at w.
   gen workspace   G x P x (m + 4h) for the prefill MLP + 3 x 4 x G x V for last-token logits and sampling, where
                   m is the largest of 3a x i (gate, up and their product); with gate/up adapted i x (2a + 2o),
                   o the adapter output's bytes (a under autocast, else the adapter dtype); with down_proj adapted
@@ -342,9 +342,11 @@ def plan_memory(
     largest_linear = max(x.in_features * x.out_features for x in shape.layer_linears)
     states, state_bytes = OPTIMIZERS[t["optim"]]
     vllm = t["vllm_mode"] if t["use_vllm"] else "off"
-    # Merging applies to transformers' generate only; auto leaves an adapter with dropout unmerged.
+    # Merging applies to transformers' generate only; auto merges float32 weights without dropout only.
+    from recipes.merged_lora import merge_is_exact
+
     setting = lora["merged_generation"]
-    auto_off = setting == "auto" and lora["dropout"] > 0
+    auto_off = setting == "auto" and (lora["dropout"] > 0 or not merge_is_exact(model))
     merge = "off" if vllm != "off" or setting is False or auto_off else "on" if setting is True else "auto"
     largest_adapted = max((x.in_features * x.out_features for x in targets), default=0)
     merge_temporaries = 4 + 2 * lora_bytes + (4 if lora_bytes == 2 else 0) + (w if quant != "none" else 0)
