@@ -18,7 +18,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from common.errors import UserError
+from common.errors import UserError, exit_status
 
 
 class ExportError(UserError):
@@ -84,13 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="new folder for the merged model")
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint for s3:// URIs (MinIO, R2)")
     args = parser.parse_args(argv)
-    try:
+
+    def run() -> None:
         path = export(args.adapter, args.out, endpoint_url=args.endpoint_url)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {path}: load it with AutoModelForCausalLM.from_pretrained({str(path)!r})")
-    return 0
+        print(f"wrote {path}: load it with AutoModelForCausalLM.from_pretrained({str(path)!r})")
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":
