@@ -37,38 +37,46 @@ class MergedLinear(torch.nn.Module):
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
         self.weight = weight
-        self.bias = bias.to(weight.dtype) if bias is not None else None
+        # A copy: the base layer's own bias must stay out of reach of anything that casts this module.
+        self.bias = bias.detach().to(weight.dtype, copy=True) if bias is not None else None
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         return F.linear(x.to(self.weight.dtype), self.weight, self.bias).to(x.dtype)
 
 
-def _base_weight(base: torch.nn.Linear) -> torch.Tensor:
-    """The base layer's weight as its forward computes with it: bitsandbytes weights dequantised."""
+def _base_weight(base: torch.nn.Linear) -> tuple[torch.Tensor, torch.dtype]:
+    """The base layer's weight as its forward computes with it, and that compute dtype: a 4-bit weight
+    dequantised, computed in bitsandbytes' ``compute_dtype``."""
     from peft.utils.integrations import dequantize_bnb_weight, get_bnb_param_type
 
-    if get_bnb_param_type(base.weight):
-        return dequantize_bnb_weight(base.weight, state=getattr(base, "state", None))
-    return base.weight
+    if get_bnb_param_type(base.weight) == "4bit":
+        weight = dequantize_bnb_weight(base.weight)
+        return weight, getattr(base, "compute_dtype", None) or weight.dtype
+    return base.weight, base.weight.dtype
 
 
 def _merged_weight(layer) -> torch.Tensor:
     """The layer's base weight plus the updates of its active adapters, summed in float32 and rounded once."""
-    base = _base_weight(layer.base_layer)
+    base, dtype = _base_weight(layer.base_layer)
     total = base.to(
         torch.float32, copy=True
     )  # never ``float()``: on a float32 base that is the weight itself
     for name in layer.active_adapters:
         if name in layer.lora_A:
             total += layer.get_delta_weight(name).float()
-    return total.to(base.dtype)
+    return total.to(dtype)
 
 
 def _check_mergeable(layer, where: str) -> None:
     base = layer.base_layer
     weight = getattr(base, "weight", None)
+    names = [n for n in layer.active_adapters if n in layer.lora_A]
+    # Exactly these: other nn.Linear subclasses (FP8, compressed or 8-bit weights) compute with more than .weight.
+    known = type(base) is torch.nn.Linear or type(base).__name__ == "Linear4bit"
+    variant = any(layer.lora_bias.get(n) or n in getattr(layer, "lora_variant", {}) for n in names)
     why = (
-        "not a linear layer" if not isinstance(base, torch.nn.Linear)
+        f"a {type(base).__name__} base layer; it merges plain and bitsandbytes 4-bit linears" if not known
+        else "a LoRA bias or a LoRA variant such as DoRA" if variant
         else "sharded weights" if hasattr(weight, "ds_shape") or type(weight).__name__ == "DTensor"
         else "already merged by peft" if layer.merged
         else "4-bit weights repacked by bitsandbytes for its CPU bf16 kernel, which do not dequantise exactly"
@@ -77,9 +85,8 @@ def _check_mergeable(layer, where: str) -> None:
     )  # fmt: skip
     if why:
         raise UserError(
-            f"lora.merged_generation cannot merge {where} ({why}): it merges the LoRA linears of a model held "
-            "whole on each process (one GPU, DDP, ZeRO-1/2). Set lora.merged_generation=false, e.g. for FSDP "
-            "or ZeRO-3."
+            f"lora.merged_generation cannot merge {where} ({why}): it merges plain LoRA on the linears of a "
+            "model held whole on each process (one GPU, DDP, ZeRO-1/2). Set lora.merged_generation=false."
         )
     if any(getattr(layer.lora_dropout[name], "p", 0) > 0 for name in layer.active_adapters):
         raise UserError(
@@ -153,42 +160,49 @@ def merge_is_exact(model: dict) -> bool:
 def use_merged_generation(recipe) -> bool:
     """Whether this process generates with merged adapters: ``lora.merged_generation``, ``auto`` decided here.
 
-    ``false`` and ``true`` are obeyed (``true`` is refused under an engine that shards the weights). ``auto``
-    merges unless LoRA dropout is on, the weights are not float32 (``merge_is_exact``), the engine shards them
-    (FSDP, ZeRO-3), or, on a GPU, the planned peak with the merged copies does not fit the card
-    (``MemoryPlan.merges``); its choice is logged.
+    ``false`` and ``true`` are obeyed (``true`` is refused where merging cannot run). ``auto`` merges unless
+    another engine generates (vLLM, continuous batching), LoRA dropout is on, the weights are not float32
+    (``merge_is_exact``; DeepSpeed casts them to its mixed precision), the engine shards them (FSDP, ZeRO-3), or,
+    on a GPU, the planned peak with the merged copies does not fit the card (``MemoryPlan.merges``); its choice
+    is logged.
 
     Raises:
-        RecipeError: ``true`` under FSDP or ZeRO-3.
+        RecipeError: ``true`` under FSDP or ZeRO-3, or with TRL's continuous batching.
     """
     from recipes.layers import RecipeError
 
-    lora = recipe.config["lora"]
+    lora, t = recipe.config["lora"], recipe.config["trainer"]
     setting = lora["merged_generation"]
-    if setting is False:
+    if setting is False or t["use_vllm"]:  # vLLM generates: TRL syncs merged weights to it itself
         return False
-    fsdp = os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
-    engine = (
-        "FSDP"
-        if fsdp
-        else "DeepSpeed ZeRO-3"
-        if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
+    env = os.environ.get
+    sharded = (
+        "FSDP" if env("ACCELERATE_USE_FSDP", "false").lower() == "true" or t.get("fsdp")
+        else "DeepSpeed ZeRO-3" if env("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
+        else "a trainer.deepspeed config" if t.get("deepspeed")
         else None
-    )
-    if setting is True and engine:
+    )  # fmt: skip
+    # TRL casts the model to bf16 for continuous batching, with the merged copies swapped in.
+    paged = t.get("use_transformers_continuous_batching") or t.get("use_transformers_paged")
+    if setting is True and (sharded or paged):
         raise RecipeError(
-            f"lora.merged_generation=true cannot run under {engine}: each process holds only a shard of every "
-            "weight, and merging needs whole ones. Set lora.merged_generation=false (or auto)."
-        )
+            "lora.merged_generation=true cannot run "
+            + (f"under {sharded}: each process may hold only a shard of every weight" if sharded
+               else "with trainer.use_transformers_continuous_batching: TRL casts the model it generates with")
+            + ". Set lora.merged_generation=false (or auto)."
+        )  # fmt: skip
     if setting is True:
         return True
     dtype = recipe.config["model"]["dtype"]
+    mixed = env("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true" and (t["bf16"] or t["fp16"])
     why = (
-        "LoRA dropout is on" if lora["dropout"] > 0
+        "TRL's continuous batching generates" if paged
+        else "LoRA dropout is on" if lora["dropout"] > 0
         else f"model.dtype={dtype}: a merged weight rounded to {dtype} loses small LoRA updates, so generation "
         "would sample a policy lagging the one trained (docs/PERFORMANCE.md); lora.merged_generation=true merges "
         "anyway" if not merge_is_exact(recipe.config["model"])
-        else f"{engine} shards the weights" if engine
+        else "DeepSpeed casts the weights to the recipe's bf16/fp16, which rounds small LoRA updates away" if mixed
+        else f"{sharded} shards the weights" if sharded
         else _no_room(recipe) if torch.cuda.is_available()
         else None
     )  # fmt: skip

@@ -143,8 +143,61 @@ def test_dropout_and_sharded_engines_are_refused_or_left_unmerged(tiny_model_dir
     assert use_merged_generation(load_recipe("gsm8k_tiny")) is False
     assert "(DeepSpeed ZeRO-3 shards the weights)" in caplog.text
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
-    with pytest.raises(RecipeError, match="cannot run under FSDP: each process holds only a shard"):
+    with pytest.raises(RecipeError, match="cannot run under FSDP: each process may hold only a shard"):
         use_merged_generation(load_recipe("gsm8k_tiny", ["lora.merged_generation=true"]))
+
+
+def test_other_generation_engines_and_mixed_precision_deepspeed_are_left_unmerged(monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="recipes.merged_lora")
+    paged = "trainer.use_transformers_continuous_batching=true"
+    assert use_merged_generation(load_recipe("gsm8k_tiny", [paged])) is False
+    assert "(TRL's continuous batching generates)" in caplog.text
+    with pytest.raises(RecipeError, match="with trainer.use_transformers_continuous_batching: TRL casts"):
+        use_merged_generation(load_recipe("gsm8k_tiny", [paged, "lora.merged_generation=true"]))
+    assert use_merged_generation(load_recipe("gsm8k_tiny", ["trainer.use_vllm=true"])) is False
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    assert (
+        use_merged_generation(load_recipe("gsm8k_tiny")) is True
+    )  # float32 training: DeepSpeed keeps float32
+    assert use_merged_generation(load_recipe("gsm8k_tiny", ["trainer.bf16=true"])) is False
+    assert "DeepSpeed casts the weights to the recipe's bf16/fp16" in caplog.text
+
+
+def test_unknown_base_layers_and_lora_variants_are_refused_not_merged_wrongly(tiny_model_dir):
+    class ScaledLinear(torch.nn.Linear):  # like FP8 or compressed linears: more than .weight in its forward
+        def forward(self, x):
+            return 2 * super().forward(x)
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    proj = model.model.layers[0].self_attn.q_proj
+    scaled = ScaledLinear(proj.in_features, proj.out_features, bias=False)
+    model.model.layers[0].self_attn.q_proj = scaled
+    with pytest.raises(UserError, match="a ScaledLinear base layer; it merges plain and bitsandbytes 4-bit"):
+        merge_adapters(adapted(model))
+    dora = get_peft_model(
+        AutoModelForCausalLM.from_pretrained(tiny_model_dir),
+        LoraConfig(r=4, target_modules=["q_proj"], use_dora=True),
+    )
+    with pytest.raises(UserError, match="a LoRA bias or a LoRA variant such as DoRA"):
+        merge_adapters(dora)
+
+
+def test_the_merged_layer_holds_its_own_bias(tokenizer):
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, attention_bias=True,
+    )  # fmt: skip
+    model = adapted(LlamaForCausalLM(config).eval())
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    original = layer.base_layer.bias
+    with torch.no_grad():
+        original.normal_()  # Llama starts its biases at 0
+    values = original.detach().clone()
+    with merged_lora(model):
+        assert layer.base_layer.bias is not original and torch.equal(layer.base_layer.bias, values)
+        layer.base_layer.bias.zero_()  # whatever happens to the copy
+    assert layer.base_layer.bias is original and torch.equal(original, values)
 
 
 def test_auto_merges_only_where_the_plan_fits_the_gpu(monkeypatch, caplog):

@@ -79,7 +79,11 @@ def generate_context(trainer):
         DistributedBackend(trainer.accelerator).summon_full_params(trainer.model_wrapped, recurse=False)
     )
     if getattr(trainer, "merged_generation", False):  # generate as the trainer does (recipes/merged_lora.py)
-        stack.enter_context(merged_lora(model))
+        try:
+            stack.enter_context(merged_lora(model))
+        except BaseException:  # leave TRL's context (activation checkpointing back on) before the error rises
+            stack.close()
+            raise
     return stack, model
 
 

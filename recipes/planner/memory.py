@@ -155,9 +155,10 @@ class MemoryPlan:
         return int(self.vllm_fraction * card_bytes) if self.vllm == "colocate" else 0
 
     def merges(self, card_bytes: int) -> bool:
-        """Whether generation merges the adapter on this card: ``auto`` merges when the merged peak fits it."""
+        """Whether generation merges the adapter on this card: ``auto`` merges when the merged peak fits it, and
+        always on a CPU (``card_bytes`` 0), as ``recipes.merged_lora.use_merged_generation`` decides."""
         if self.merge == "auto":
-            return self.peak(card_bytes, merged=True) <= card_bytes
+            return card_bytes <= 0 or self.peak(card_bytes, merged=True) <= card_bytes
         return self.merge == "on"
 
     def generation_phase(self, card_bytes: int, *, merged: bool | None = None) -> int:
