@@ -7,14 +7,14 @@ than the arithmetic at decode's one token per sequence. Merged, a projection is 
 peft's own ``merge``/``unmerge`` add the update into the weight and subtract it again: in bf16 each cycle rounds,
 so the frozen base would drift a little every training step, and on a 4-bit base merging re-quantises it. Here the
 base layer is never touched: each adapted layer's ``base_layer`` is swapped, for the duration, for a plain linear
-holding ``base + update`` (a 4-bit or 8-bit base dequantised first, as its own forward does), and the original
-module is put back afterwards. Cost: one copy of the adapted weights, in the compute dtype, while generating
+holding ``base + update`` (a 4-bit base dequantised first, as its own forward does), and the original module is
+put back afterwards. Cost: one copy of the adapted weights, in the compute dtype, while generating
 (``recipes/planner/memory.py`` counts it).
 
 What changes is only rounding: the merged weight is ``base + update`` rounded once to the compute dtype, where the
 branch adds the update's output to the base's output. In float32 that is invisible (the tests check that
 temperature-0 tokens are the same); in bf16 an update below half a unit in the last place of a base weight is
-lost in that weight, as it is when TRL syncs a merged adapter to vLLM.
+lost in that weight, as it is when TRL syncs a merged adapter to vLLM. So ``auto`` merges float32 weights only.
 """
 
 from __future__ import annotations
@@ -58,9 +58,8 @@ def _base_weight(base: torch.nn.Linear) -> tuple[torch.Tensor, torch.dtype]:
 def _merged_weight(layer) -> torch.Tensor:
     """The layer's base weight plus the updates of its active adapters, summed in float32 and rounded once."""
     base, dtype = _base_weight(layer.base_layer)
-    total = base.to(
-        torch.float32, copy=True
-    )  # never ``float()``: on a float32 base that is the weight itself
+    # Never ``float()``: on a float32 base that returns the weight itself, and the sum would land in it.
+    total = base.to(torch.float32, copy=True)
     for name in layer.active_adapters:
         if name in layer.lora_A:
             total += layer.get_delta_weight(name).float()
@@ -102,7 +101,8 @@ def merge_adapters(model: torch.nn.Module) -> list[tuple]:
     that only generates). A model without active LoRA layers is left unchanged.
 
     Raises:
-        UserError: a LoRA layer that cannot be merged (not a linear, sharded weights, dropout, merged by peft).
+        UserError: a LoRA layer that cannot be merged (a base other than a plain or 4-bit linear, a LoRA bias or
+            variant, sharded weights, dropout, merged by peft).
     """
     from peft.tuners.lora import LoraLayer
 
@@ -120,9 +120,8 @@ def merge_adapters(model: torch.nn.Module) -> list[tuple]:
                 merged = MergedLinear(_merged_weight(layer), layer.base_layer.bias)
             originals.append((layer, layer.base_layer))
             layer.base_layer = merged
-            layer.merged_adapters = list(
-                layer.active_adapters
-            )  # peft's forward then runs the base layer only
+            # Marked merged, peft's forward runs the base layer alone.
+            layer.merged_adapters = list(layer.active_adapters)
     except BaseException:  # out of memory halfway: leave the model as it was
         restore_adapters(originals)
         raise
@@ -206,7 +205,7 @@ def use_merged_generation(recipe) -> bool:
         else _no_room(recipe) if torch.cuda.is_available()
         else None
     )  # fmt: skip
-    if os.environ.get("RANK", "0") == "0":
+    if env("RANK", "0") == "0":  # once per run, not per process
         logger.info(
             "lora.merged_generation=auto: %s",
             f"generating with peft's LoRA branch ({why})" if why else "generating with the adapter merged",
