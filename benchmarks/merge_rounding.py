@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--width", type=int, default=4096, help="square projection size (default 4096)")
     args = parser.parse_args(argv)
+    print(f"A {args.width} x {args.width} bf16 projection, N(0, 0.02) weights, LoRA rank 16, alpha/r 2:")
     print(
         "| LoRA B scale | mean abs update | update kept by a bf16 merge | error of the update in the output |"
     )

@@ -93,13 +93,15 @@ def check_combinations(recipe: Recipe) -> None:
             f"model.quantization={recipe.config['model']['quantization']} needs bitsandbytes, which is not "
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
+    from recipes.merged_lora import lora_dropout_active
+
     lora = recipe.config["lora"]
-    if lora["merged_generation"] is True and lora["dropout"] > 0:
+    if lora["merged_generation"] is True and lora_dropout_active(recipe.config):
         errors.append(
             f"lora.dropout={lora['dropout']} in {where.get('lora.dropout', 'the recipe')} with "
             "lora.merged_generation=true: TRL generates in train mode, so the adapter's dropout is part of the "
             "sampling policy, and merged weights cannot drop it. Set lora.merged_generation=false (keep the "
-            "dropout) or lora.dropout=0."
+            "dropout), lora.dropout=0, or trainer.disable_dropout=true."
         )
     errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
     for key in ("save_steps", "save_strategy", "reward_weights"):

@@ -156,6 +156,12 @@ def merge_is_exact(model: dict) -> bool:
     return model["dtype"] == "float32"
 
 
+def lora_dropout_active(config: dict) -> bool:
+    """Whether the adapter's dropout runs while generating: ``lora.dropout`` above 0, unless
+    ``trainer.disable_dropout`` (TRL then sets every dropout of the model, LoRA's included, to 0)."""
+    return config["lora"]["dropout"] > 0 and not (config.get("trainer") or {}).get("disable_dropout")
+
+
 def use_merged_generation(recipe) -> bool:
     """Whether this process generates with merged adapters: ``lora.merged_generation``, ``auto`` decided here.
 
@@ -172,9 +178,12 @@ def use_merged_generation(recipe) -> bool:
 
     lora, t = recipe.config["lora"], recipe.config["trainer"]
     setting = lora["merged_generation"]
-    if setting is False or t["use_vllm"]:  # vLLM generates: TRL syncs merged weights to it itself
-        return False
     env = os.environ.get
+    main = env("RANK", "0") == "0"  # say it once per run, not per process
+    if setting is False or t["use_vllm"]:  # vLLM generates: TRL syncs merged weights to it itself
+        if main:
+            logger.info("lora.merged_generation=%s: generating with peft's LoRA branch", str(setting).lower())
+        return False
     sharded = (
         "FSDP" if env("ACCELERATE_USE_FSDP", "false").lower() == "true" or t.get("fsdp")
         else "DeepSpeed ZeRO-3" if env("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
@@ -191,12 +200,14 @@ def use_merged_generation(recipe) -> bool:
             + ". Set lora.merged_generation=false (or auto)."
         )  # fmt: skip
     if setting is True:
+        if main:
+            logger.info("lora.merged_generation=true: generating with the adapter merged")
         return True
     dtype = recipe.config["model"]["dtype"]
     mixed = env("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true" and (t["bf16"] or t["fp16"])
     why = (
         "TRL's continuous batching generates" if paged
-        else "LoRA dropout is on" if lora["dropout"] > 0
+        else "LoRA dropout is on" if lora_dropout_active(recipe.config)
         else f"model.dtype={dtype}: a merged weight rounded to {dtype} loses small LoRA updates, so generation "
         "would sample a policy lagging the one trained (docs/PERFORMANCE.md); lora.merged_generation=true merges "
         "anyway" if not merge_is_exact(recipe.config["model"])
@@ -205,10 +216,12 @@ def use_merged_generation(recipe) -> bool:
         else _no_room(recipe) if torch.cuda.is_available()
         else None
     )  # fmt: skip
-    if env("RANK", "0") == "0":  # once per run, not per process
+    if main:
         logger.info(
             "lora.merged_generation=auto: %s",
-            f"generating with peft's LoRA branch ({why})" if why else "generating with the adapter merged",
+            f"generating with peft's LoRA branch ({why})"
+            if why
+            else "generating with the adapter merged (float32 weights, whole on each process, room for the copies)",
         )
     return why is None
 

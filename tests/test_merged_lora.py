@@ -132,6 +132,9 @@ def test_dropout_and_sharded_engines_are_refused_or_left_unmerged(tiny_model_dir
 
     with pytest.raises(RecipeError, match=r"lora.dropout=0.1 .* Set lora.merged_generation=false"):
         load_recipe("gsm8k_tiny", ["lora.dropout=0.1", "lora.merged_generation=true"])
+    # TRL's disable_dropout zeroes every dropout of the model, LoRA's too: nothing is left to refuse.
+    quiet = load_recipe("gsm8k_tiny", ["lora.dropout=0.1", "trainer.disable_dropout=true"])
+    assert use_merged_generation(quiet) is True
     with pytest.raises(RecipeError, match="must be one of auto, true, false, got 'atuo'"):
         load_recipe("gsm8k_tiny", ["lora.merged_generation=atuo"])
 
@@ -155,6 +158,8 @@ def test_other_generation_engines_and_mixed_precision_deepspeed_are_left_unmerge
     with pytest.raises(RecipeError, match="with trainer.use_transformers_continuous_batching: TRL casts"):
         use_merged_generation(load_recipe("gsm8k_tiny", [paged, "lora.merged_generation=true"]))
     assert use_merged_generation(load_recipe("gsm8k_tiny", ["trainer.use_vllm=true"])) is False
+    assert use_merged_generation(load_recipe("gsm8k_tiny", ["lora.merged_generation=false"])) is False
+    assert "lora.merged_generation=false: generating with peft's LoRA branch" in caplog.text
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
     assert (
         use_merged_generation(load_recipe("gsm8k_tiny")) is True

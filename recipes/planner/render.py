@@ -113,7 +113,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
     vllm = {"off": "off", "server": "server on another GPU"}.get(
         plan.vllm, f"colocate, {plan.vllm_fraction:g} x card"
     )
-    merge_label = {"on": "true", "auto": "auto: where they fit"}.get(plan.merge)
+    merge_label = {"on": "true", "auto": "auto: where they fit"}.get(plan.merge) or _unmerged(config, plan)
     sections = {
         "resident": [
             ("CUDA context + allocator overhead (constant)", plan.overhead),
@@ -137,11 +137,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
             ("phase peak: backward through the head or the layers", plan.training_phase),
         ],
         f"generation phase ({plan.generation_batch} sequences)": [
-            *(
-                [(f"merged LoRA weights (lora.merged_generation={merge_label})", plan.merged_weights)]
-                if plan.merged_weights
-                else []
-            ),
+            (f"merged LoRA weights (lora.merged_generation={merge_label})", plan.merged_weights),
             ("KV cache", plan.kv_cache),
             ("generation workspace", plan.generation_workspace),
             *(
@@ -168,7 +164,8 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         ]
     lines += [
         "",
-        "peak = resident + vLLM share (colocated, unless sleeping) + max(generation phase, training phase)",
+        "peak = resident + vLLM share (colocated, unless sleeping) + max(generation phase, training phase)"
+        + ("; with merged copies only where they fit" if plan.merge == "auto" else ""),
         f"{'card':<8}{'vLLM share':>11}{'peak GB':>9}  {'fits':<5}largest per-device batch that fits",
     ]
     for gb in CARDS_GB:
@@ -183,7 +180,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         note = f" (vLLM share < {_gb(plan.vllm_need)} GB of weights + KV)" if short else ""
         if best and best + batch_step(t) > MAX_BATCH:
             note = f" (the search stops at {MAX_BATCH})"
-        if plan.merge == "auto" and not plan.merges(card):
+        if plan.merge == "auto" and not plan.merges(card) and plan.fits(card):
             note += " (generates unmerged: no room for the merged copies)"
         lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
     if plan.vllm == "colocate":
@@ -196,6 +193,22 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         )
     lines.append("GB = 2**30 bytes. Every formula is documented in recipes/planner/memory.py.")
     return "\n".join(lines)
+
+
+def _unmerged(config: dict, plan: MemoryPlan) -> str:
+    """Why a plan generates with peft's LoRA branch: the setting, and what made ``auto`` decide so."""
+    from recipes.merged_lora import lora_dropout_active
+
+    setting = section(config, "lora")["merged_generation"]
+    if setting is not True and setting is not False:  # auto: recipes/merged_lora.py's reasons
+        dtype = section(config, "model")["dtype"]
+        why = (
+            "vLLM generates" if plan.vllm != "off"
+            else "LoRA dropout" if lora_dropout_active({"lora": section(config, "lora"), "trainer": config.get("trainer") or {}})
+            else f"{dtype} weights round small updates"
+        )  # fmt: skip
+        return f"auto: none, {why}"
+    return f"{str(setting).lower()}: none, {'vLLM generates' if plan.vllm != 'off' else 'peft branch'}"
 
 
 def vllm_share_lines(plan: MemoryPlan, share: float) -> list[str]:
