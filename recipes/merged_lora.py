@@ -162,6 +162,23 @@ def lora_dropout_active(config: dict) -> bool:
     return config["lora"]["dropout"] > 0 and not (config.get("trainer") or {}).get("disable_dropout")
 
 
+def auto_declines(config: dict) -> str | None:
+    """What in the recipe alone makes ``auto`` keep peft's branch: ``"vllm"`` or ``"paged"`` (another engine
+    generates), ``"dropout"`` (``lora_dropout_active``), ``"dtype"`` (not ``merge_is_exact``), or None.
+
+    The one statement of the rule: ``use_merged_generation``, the planner and ``--plan`` read it. Sections may be
+    partial (the planner's hand-made dicts).
+    """
+    t = config.get("trainer") or {}
+    if t.get("use_vllm"):
+        return "vllm"
+    if t.get("use_transformers_continuous_batching") or t.get("use_transformers_paged"):
+        return "paged"
+    if lora_dropout_active(config):
+        return "dropout"
+    return None if merge_is_exact(config["model"]) else "dtype"
+
+
 def use_merged_generation(recipe) -> bool:
     """Whether this process generates with merged adapters: ``lora.merged_generation``, ``auto`` decided here.
 
@@ -190,8 +207,9 @@ def use_merged_generation(recipe) -> bool:
         else "a trainer.deepspeed config" if t.get("deepspeed")
         else None
     )  # fmt: skip
+    declines = auto_declines(recipe.config)
     # TRL casts the model to bf16 for continuous batching, with the merged copies swapped in.
-    paged = t.get("use_transformers_continuous_batching") or t.get("use_transformers_paged")
+    paged = declines == "paged"
     if setting is True and (sharded or paged):
         raise RecipeError(
             "lora.merged_generation=true cannot run "
@@ -207,10 +225,10 @@ def use_merged_generation(recipe) -> bool:
     mixed = env("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true" and (t["bf16"] or t["fp16"])
     why = (
         "TRL's continuous batching generates" if paged
-        else "LoRA dropout is on" if lora_dropout_active(recipe.config)
+        else "LoRA dropout is on" if declines == "dropout"
         else f"model.dtype={dtype}: a merged weight rounded to {dtype} loses small LoRA updates, so generation "
         "would sample a policy lagging the one trained (docs/PERFORMANCE.md); lora.merged_generation=true merges "
-        "anyway" if not merge_is_exact(recipe.config["model"])
+        "anyway" if declines == "dtype"
         else "DeepSpeed casts the weights to the recipe's bf16/fp16, which rounds small LoRA updates away" if mixed
         else f"{sharded} shards the weights" if sharded
         else _no_room(recipe) if torch.cuda.is_available()

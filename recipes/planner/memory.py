@@ -344,11 +344,10 @@ def plan_memory(
     states, state_bytes = OPTIMIZERS[t["optim"]]
     vllm = t["vllm_mode"] if t["use_vllm"] else "off"
     # Merging applies to transformers' generate only; auto merges float32 weights without dropout only.
-    from recipes.merged_lora import lora_dropout_active, merge_is_exact
+    from recipes.merged_lora import auto_declines
 
     setting = lora["merged_generation"]
-    dropout = lora_dropout_active({"lora": lora, "trainer": t})
-    auto_off = setting == "auto" and (dropout or not merge_is_exact(model))
+    auto_off = setting == "auto" and auto_declines({"model": model, "lora": lora, "trainer": t})
     merge = "off" if vllm != "off" or setting is False or auto_off else "on" if setting is True else "auto"
     largest_adapted = max((x.in_features * x.out_features for x in targets), default=0)
     merge_temporaries = 4 + 2 * lora_bytes + (4 if lora_bytes == 2 else 0) + (w if quant != "none" else 0)

@@ -20,7 +20,7 @@ from recipes.planner.memory import (
     trainer_settings,
 )
 from recipes.planner.shapes import load_model_config
-from recipes.recipe import RecipeError
+from recipes.recipe import RecipeError, with_defaults
 
 __all__ = ["CARDS_GB", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
 
@@ -197,16 +197,16 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
 
 def _unmerged(config: dict, plan: MemoryPlan) -> str:
     """Why a plan generates with peft's LoRA branch: the setting, and what made ``auto`` decide so."""
-    from recipes.merged_lora import lora_dropout_active
+    from recipes.merged_lora import auto_declines
 
     setting = section(config, "lora")["merged_generation"]
     if setting is not True and setting is not False:  # auto: recipes/merged_lora.py's reasons
-        dtype = section(config, "model")["dtype"]
-        why = (
-            "vLLM generates" if plan.vllm != "off"
-            else "LoRA dropout" if lora_dropout_active({"lora": section(config, "lora"), "trainer": config.get("trainer") or {}})
-            else f"{dtype} weights round small updates"
-        )  # fmt: skip
+        why = {
+            "vllm": "vLLM generates",
+            "paged": "continuous batching generates",
+            "dropout": "LoRA dropout",
+            "dtype": f"{section(config, 'model')['dtype']} weights round small updates",
+        }[auto_declines(with_defaults(config))]
         return f"auto: none, {why}"
     return f"{str(setting).lower()}: none, {'vLLM generates' if plan.vllm != 'off' else 'peft branch'}"
 
