@@ -4,7 +4,7 @@
     python benchmarks/grpo_step.py gsm8k_llama --random-weights meta-llama/Llama-3.1-8B-Instruct --steps 5
     python benchmarks/grpo_step.py gsm8k_qwen trainer.use_vllm=true trainer.vllm_mode=colocate --steps 5
     python benchmarks/grpo_step.py gsm8k_qwen --random-weights Qwen/Qwen2.5-1.5B-Instruct --layers 4 --steps 1 \
-        --count-tensors trainer.bf16=false   # CPU: the memory planner against live tensor bytes, per phase
+        --count-tensors --decode-steps 0 trainer.bf16=false   # CPU: the planner against live tensor bytes
 
 Runs N optimizer steps of a recipe (any ``section.key=value`` override) through the same ``build_trainer`` as
 ``recipes/run.py`` and prints one row per step. Phases come from TRL's own profiling (``profiling_context``:
@@ -15,7 +15,8 @@ Peak memory is ``torch.cuda.max_memory_allocated`` on a GPU, else the process's 
 next to the memory planner's prediction (``plan_memory(...).peak(card)``; on a CPU the RSS also counts the
 Python and torch libraries, so the two only agree in size). Under the table, one decode step of the trained policy
 at the generation batch, generated as the trainer generates (merged or peft's branch): aten operators (each a
-kernel launch on a GPU), milliseconds, and on a GPU the milliseconds its kernels ran (benchmarks/decode_ops.py).
+kernel launch on a GPU), milliseconds, and on a GPU the milliseconds its kernels ran (benchmarks/decode_ops.py);
+``--decode-steps 0`` skips it.
 
 The floor and its arithmetic are in ``benchmarks/floor.py``. ``--random-weights NAME`` builds a model of a
 shipped shape (recipes/planner/shapes.py) with random weights and the real vocabulary size, saved with the tiny model's
@@ -136,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="count live tensor bytes op by op and check the planner per phase (slows the steps)",
     )
+    parser.add_argument(
+        "--decode-steps",
+        type=int,
+        default=16,
+        help="decode steps of the trained policy to profile under the table (default 16; 0: no profile)",
+    )
     args = parser.parse_intermixed_args(argv)
     import torch  # after parsing: --help answers at once
 
@@ -144,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.steps < 1:
         parser.error("--steps must be at least 1")
+    if args.decode_steps < 0:
+        parser.error("--decode-steps must be 0 (no profile) or more")
     if args.layers is not None and (not args.random_weights or args.layers < 1):
         parser.error("--layers takes a positive number and needs --random-weights")
     with tempfile.TemporaryDirectory(prefix="grpo_step_") as tmp:
@@ -177,7 +186,12 @@ def main(argv: list[str] | None = None) -> int:
                 build_random_model(model_config, Path(tmp) / "model", model["dtype"])
             completions = plan.batch * t["gradient_accumulation_steps"]
             steps, measured, decode = run_steps(
-                recipe, completions, args.steps, args.count_tensors, decode_batch=plan.generation_batch
+                recipe,
+                completions,
+                args.steps,
+                args.count_tensors,
+                decode_batch=plan.generation_batch if args.decode_steps else 0,
+                decode_steps=args.decode_steps,
             )
         except UserError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -185,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
     device = torch.cuda.get_device_name(0) if card_bytes else "cpu"
     print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes, device))
-    print(decode_line(decode, plan.generation_batch))
+    if decode:
+        print(decode_line(decode, plan.generation_batch))
     if measured:
         print("\n" + "\n".join(planner_check(recipe, model_config, plan, measured, card_bytes)))
     return 0

@@ -116,13 +116,19 @@ def build_random_model(config, folder: Path, dtype: str) -> None:
 
 
 def run_steps(
-    recipe, completions_per_step: int, steps: int, count_tensors: bool = False, decode_batch: int = 0
+    recipe,
+    completions_per_step: int,
+    steps: int,
+    count_tensors: bool = False,
+    decode_batch: int = 0,
+    decode_steps: int = 16,
 ):
     """Train ``steps`` optimizer steps of ``recipe``.
 
     Returns their timings; with ``count_tensors``, the live-tensor peak per phase and the widest padded prompt
     and completion batches the steps ran (the shapes to check the planner at), else None; with ``decode_batch``,
-    the trained policy's decode step at that batch (``benchmarks.decode_ops.policy_decode_profile``), else None.
+    the trained policy's decode step at that batch over ``decode_steps`` steps
+    (``benchmarks.decode_ops.policy_decode_profile``), else None.
     """
     from trl.extras.profiling import ProfilingContext
 
@@ -158,7 +164,7 @@ def run_steps(
     if decode_batch:
         from benchmarks.decode_ops import policy_decode_profile
 
-        decode = policy_decode_profile(trainer, decode_batch)
+        decode = policy_decode_profile(trainer, decode_batch, decode_steps)
     return timer.steps, ({**measured, "peak": live.peak} if count_tensors else None), decode
 
 

@@ -123,7 +123,7 @@ def test_planner_matches_live_tensors_of_a_full_width_qwen_shape():
     # real Qwen2.5-1.5B width, vocabulary, biases and tied embeddings; two layers so a CPU runs a step in seconds
     result = _run(
         "gsm8k_qwen", "--random-weights", "Qwen/Qwen2.5-1.5B-Instruct", "--layers", "2", "--steps", "1",
-        "--count-tensors", "trainer.bf16=false", "trainer.per_device_train_batch_size=4",
+        "--count-tensors", "--decode-steps", "0", "trainer.bf16=false", "trainer.per_device_train_batch_size=4",
         "trainer.num_generations=4", "trainer.gradient_accumulation_steps=1",
         "trainer.max_completion_length=16", "data.max_prompt_tokens=192",
         # the base's length gate (50 tokens) could never pay at 16; memory does not depend on the gate
@@ -131,6 +131,8 @@ def test_planner_matches_live_tensors_of_a_full_width_qwen_shape():
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "0.327B params" in result.stdout  # 151,936 x 1,536 tied embedding + 2 layers
+    # no decode profile: its prefills through the 151,936-wide head cost more than the step
+    assert "decode step" not in result.stdout
     check = _planner_check(result.stdout)
     for phase, (measured, ratio) in check.items():
         assert measured > 0.5 and 0.85 <= ratio <= 1.15, phase
@@ -141,6 +143,17 @@ def test_layers_needs_random_weights():
     assert (
         result.returncode == 2
         and "--layers takes a positive number and needs --random-weights" in result.stderr
+    )
+
+
+def test_a_negative_decode_step_count_is_refused(capsys):
+    from benchmarks.grpo_step import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["gsm8k_tiny", "--decode-steps", "-1"])
+    assert (
+        exit_info.value.code == 2
+        and "--decode-steps must be 0 (no profile) or more" in capsys.readouterr().err
     )
 
 
