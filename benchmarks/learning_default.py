@@ -2,6 +2,7 @@
 
     python benchmarks/learning_default.py                       # arith_tiny, GRPO seeds 42 1 2
     python benchmarks/learning_default.py --seeds 42 --questions 200 --samples 4 --out /tmp/learning
+    python benchmarks/learning_default.py --samples 16 8     # a table per sample count, from the same adapters
 
 Prints, per seed: seconds to build the model (first use only), seconds of GRPO, base and tuned accuracy, the
 gain, and the primary paired test's p-value (the numbers README.md and tests/test_learning_default.py quote).
@@ -26,8 +27,8 @@ from stats.analysis import PRIMARY_TEST
 from stats.compare import compare
 
 
-def run_seed(recipe_name: str, seed: int, out: Path, questions: int, samples: int) -> dict:
-    """One seed end to end; returns the row of the table."""
+def run_seed(recipe_name: str, seed: int, out: Path, questions: int, samples: list[int]) -> list[dict]:
+    """One seed end to end; returns its row of the table for each sample count."""
     run_dir = out / f"seed-{seed}"
     overrides = [f"trainer.output_dir={run_dir}", f"trainer.seed={seed}"]
     start = time.perf_counter()
@@ -37,12 +38,16 @@ def run_seed(recipe_name: str, seed: int, out: Path, questions: int, samples: in
     )
     grpo = time.perf_counter() - start
     recipe = load_recipe(recipe_name, overrides)
-    draw = {"questions": questions, "samples": samples, "seed": 0}
-    base = evaluate(recipe, out / "base.jsonl", **draw)  # the same file for every seed: generated once
-    tuned = evaluate(recipe, run_dir / "tuned.jsonl", adapter=run_dir, **draw)
-    comparison = compare(out / "base.jsonl", run_dir / "tuned.jsonl", plot=run_dir / "comparison.png")
-    return {"seed": seed, "grpo_s": grpo, "base": base.accuracy, "tuned": tuned.accuracy,
-            "p": comparison.tests[PRIMARY_TEST].p_value}  # fmt: skip
+    rows = []
+    for n in samples:
+        draw = {"questions": questions, "samples": n, "seed": 0}
+        base_file, tuned_file = out / f"base-x{n}.jsonl", run_dir / f"tuned-x{n}.jsonl"
+        base = evaluate(recipe, base_file, **draw)  # the same file for every seed: generated once
+        tuned = evaluate(recipe, tuned_file, adapter=run_dir, **draw)
+        comparison = compare(base_file, tuned_file, plot=run_dir / f"comparison-x{n}.png")
+        rows.append({"seed": seed, "samples": n, "grpo_s": grpo, "base": base.accuracy, "tuned": tuned.accuracy,
+                     "p": comparison.tests[PRIMARY_TEST].p_value})  # fmt: skip
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,23 +55,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--recipe", default="arith_tiny")
     parser.add_argument("--seeds", type=int, nargs="+", default=[42, 1, 2], help="GRPO seeds (trainer.seed)")
     parser.add_argument("--questions", type=int, help="test questions (default: all 500)")
-    parser.add_argument("--samples", type=int, default=16, help="samples per question (default 16)")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        nargs="+",
+        default=[16],
+        help="samples per question, one table each (default 16)",
+    )
     parser.add_argument("--out", type=Path, help="folder for runs and records (default: a temporary folder)")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="learning-default-"))
     start = time.perf_counter()
     resolve_builtin(load_recipe(args.recipe).config["model"]["name_or_path"])
     build = time.perf_counter() - start
-    rows = [run_seed(args.recipe, seed, out, args.questions, args.samples) for seed in args.seeds]
-    print(f"\n{args.recipe}: model build {build:.0f} s (0 when cached); {args.questions or 'all'} test questions x "
-          f"{args.samples} samples; runs in {out}")  # fmt: skip
-    print("| GRPO seed | GRPO s | base | tuned | gain (points) | p (sign-flip) |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        gain = 100 * (r["tuned"] - r["base"])
-        print(
-            f"| {r['seed']} | {r['grpo_s']:.0f} | {r['base']:.1%} | {r['tuned']:.1%} | {gain:+.1f} | {r['p']:.2g} |"
-        )
+    rows = [
+        row for seed in args.seeds for row in run_seed(args.recipe, seed, out, args.questions, args.samples)
+    ]
+    print(f"\n{args.recipe}: model build {build:.0f} s (0 when cached); runs in {out}")
+    for n in args.samples:
+        print(f"\n{args.questions or 'all'} test questions x {n} samples")
+        print("| GRPO seed | GRPO s | base | tuned | gain (points) | p (sign-flip) |")
+        print("|---|---|---|---|---|---|")
+        for r in (r for r in rows if r["samples"] == n):
+            gain = 100 * (r["tuned"] - r["base"])
+            print(
+                f"| {r['seed']} | {r['grpo_s']:.0f} | {r['base']:.1%} | {r['tuned']:.1%} | {gain:+.1f} "
+                f"| {r['p']:.2g} |"
+            )
     return 0
 
 

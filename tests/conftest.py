@@ -55,6 +55,13 @@ def tiny_model_dir() -> Path:
     return Path(resolve_builtin("builtin:tiny-llama"))
 
 
+def plugin_env(**extra: str) -> dict[str, str]:
+    """``os.environ`` plus ``extra``, with tests/ on PYTHONPATH: a launched run can load the test plug-ins
+    (``_plugins``, ``_callbacks_helpers``) by recipe path."""
+    path = os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, **extra, "PYTHONPATH": path}
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now: a rendezvous port no parallel run collides on."""
     with socket.socket() as probe:

@@ -4,7 +4,6 @@ uninterrupted run was, a half-uploaded checkpoint is passed over, and only the m
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import signal
@@ -15,7 +14,7 @@ import time
 import pytest
 import torch
 from _callbacks_helpers import S3_ENV, moto_server
-from conftest import REPO, accelerate_launcher
+from conftest import REPO, accelerate_launcher, plugin_env
 from safetensors.torch import load_file
 
 from callbacks.manifest import MANIFEST_NAME, parse_manifest
@@ -23,7 +22,6 @@ from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
 
 pytestmark = pytest.mark.slow
-TESTS = REPO / "tests"
 COMMON = [
     "trainer.max_steps=4",
     "checkpoint.every_steps=2",
@@ -35,9 +33,7 @@ STEP_LINE = re.compile(r"^step \d+/\d+  reward ", re.MULTILINE)
 
 
 def training_env() -> dict[str, str]:
-    env = {**os.environ, **S3_ENV, "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
-    return env
+    return plugin_env(**S3_ENV, CUDA_VISIBLE_DEVICES="")
 
 
 def run(*overrides: str, two_processes: bool = False) -> subprocess.CompletedProcess:

@@ -8,7 +8,6 @@ The first run on a machine compiles DeepSpeed's CPU Adam and shared-memory ops (
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import sys
 import pytest
 import torch
 from _callbacks_helpers import s3_bucket
-from conftest import REPO, free_port, require_optional
+from conftest import REPO, free_port, plugin_env, require_optional
 from safetensors.torch import load_file
 
 from callbacks.manifest import local_checkpoint_problems
@@ -41,13 +40,6 @@ def zero2_command(*machine: str) -> list[str]:
             "--num_processes", "2", *machine, str(REPO / "recipes" / "run.py"), "gsm8k_tiny", *COMMON]  # fmt: skip
 
 
-def training_env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")]),
-    }
-
-
 def launch_zero2(out, *overrides: str) -> subprocess.CompletedProcess:
     command = [
         *zero2_command("--main_process_port", str(free_port())),
@@ -55,7 +47,7 @@ def launch_zero2(out, *overrides: str) -> subprocess.CompletedProcess:
         *overrides,
     ]
     result = subprocess.run(
-        command, check=False, cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=900
+        command, check=False, cwd=REPO, env=plugin_env(), capture_output=True, text=True, timeout=900
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return result
@@ -127,7 +119,7 @@ def launch_two_machines(root, *overrides: str) -> list[str]:
                 cwd=root / f"machine{rank}",
                 # One host plays both machines: a thread per process, as torchrun sets for several local processes
                 # (accelerate's CPU default of 2 each makes 2 processes on 2 cores thrash: 5x slower).
-                env={**training_env(), "OMP_NUM_THREADS": "1"},
+                env=plugin_env(OMP_NUM_THREADS="1"),
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -15,9 +15,11 @@ from stats.analysis import PRIMARY_TEST
 from stats.compare import compare
 
 pytestmark = pytest.mark.slow
-# Seeds 42, 1 and 2 gained 7.6, 7.3 and 7.1 points (docs/PERFORMANCE.md, "The learning default"); room for noise.
+# At 8 samples, GRPO seeds 42, 1 and 2 gained 9.6, 8.7 and 5.7 points, p <= 4e-6 (docs/PERFORMANCE.md, "The learning
+# default"); room for noise.
 MIN_GAIN_POINTS = 4.0
-EVAL = {"samples": 16, "seed": 0}  # all 500 test questions, as the README's commands
+# All 500 test questions as the README's commands, at half their 16 samples: 35 s less, and the gain still shows.
+EVAL = {"samples": 8, "seed": 0}
 
 
 def test_arith_tiny_gets_significantly_better(tmp_path):

@@ -1,6 +1,6 @@
 """A tiny Llama that starts able but imperfect at the arithmetic word problems of ``recipes.tasks.arithmetic``.
 
-Built locally in under a minute on two idle CPU cores (44 s from a cold start), for an offline GRPO run that
+Built locally in about half a minute on two idle CPU cores (35 s from a cold start), for an offline GRPO run that
 measurably learns:
 
 1. a byte-level BPE tokenizer trained on generated problems, with every digit its own token (so numbers are
@@ -38,8 +38,10 @@ ARITH_CONFIG = {
 }
 VOCAB_SIZE = 384
 SFT_ROWS = 2000  # train-split problems the warm start learns from (repeated over its steps)
-SFT_STEPS = 450
-SFT_BATCH = 32
+# 600 steps of 16 rows, not 450 of 32: the warm start is limited by its number of updates more than by its rows
+# per update, and it costs rows x steps (docs/PERFORMANCE.md, "The learning default").
+SFT_STEPS = 600
+SFT_BATCH = 16
 SFT_LR = 3e-3
 SFT_LABEL_SMOOTHING = 0.0
 
@@ -56,9 +58,9 @@ def warm_start_threads() -> int:
     """Threads for the warm start: 2 when two cores are idle as it begins, else 1.
 
     The weights come out bit-identical on 1 and 2 threads (so the measured base and gains hold either way). On an
-    idle 2-core CPU, 2 threads built the model in 44 s instead of 56 s; with another job busy on one core they
-    took 145 s instead of 53 s (measured with activation checkpointing on), so a busy core is left alone. More than 2 threads is not verified to give the
-    same weights.
+    idle 2-core CPU, 2 threads built the model in 35 s instead of 43 s; with another job busy on one core they
+    took 145 s instead of 53 s (measured with an older, longer warm start), so a busy core is left alone. More
+    than 2 threads is not verified to give the same weights.
     """
     import psutil
 
