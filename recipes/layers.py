@@ -53,8 +53,10 @@ def available() -> dict[str, str]:
 
 
 def suggest(word: str, options, prefix: str = "") -> str:
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f" Did you mean {prefix}{close[0]}?" if close else ""
+    """' Did you mean PREFIXoption?' for the closest option, ignoring case (``AUTO`` -> ``auto``), or ''."""
+    by_lower = {str(o).lower(): o for o in options}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" Did you mean {prefix}{by_lower[close[0]]}?" if close else ""
 
 
 def find_recipe(name_or_path: str) -> Path:

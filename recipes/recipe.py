@@ -112,9 +112,11 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             errors.append(f"Unknown key {name}.{key} in {where}.{suggest(key, specs, prefix=name + '.')}")
             continue
         spec = specs[key]
-        if spec.types is not None and not schema.type_ok(value, spec.types):
+        wrong_type = spec.types is not None and not schema.type_ok(value, spec.types)
+        if wrong_type and not spec.choices:
             errors.append(f"{name}.{key} in {where} must be {schema.type_name(spec.types)}, got {value!r}.")
-        elif spec.choices and value not in spec.choices:
+        # A wrong type is checked apart from membership: 1 == True, so 1 is "in" (auto, True, False).
+        elif spec.choices and (wrong_type or value not in spec.choices):
             choices = [str(c).lower() if isinstance(c, bool) else c for c in spec.choices]  # YAML's spelling
             errors.append(
                 f"{name}.{key} in {where} must be one of {', '.join(choices)}, got {value!r}."

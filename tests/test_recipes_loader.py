@@ -159,6 +159,16 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
             "trainer.temperature in command-line override 'trainer.temperature=0' must be a finite number above 0",
         ),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
+        (["model.quantization=4BIT"], "must be one of none, 4bit, 8bit, got '4BIT'. Did you mean 4bit?"),
+        # a choice of true/false too: 1 == True in Python, yet 1 is not one of the choices
+        (
+            ["lora.merged_generation=1"],
+            (
+                "lora.merged_generation in command-line override 'lora.merged_generation=1' "
+                "must be one of auto, true, false, got 1."
+            ),
+        ),
+        (["lora.merged_generation=AUTO"], "must be one of auto, true, false, got 'AUTO'. Did you mean auto?"),
         (["trainer"], "Malformed override 'trainer': expected section.key=value"),
         (["=3"], "Malformed override '=3'"),
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
