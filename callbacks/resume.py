@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from callbacks.best import names_best_pointer, resolve_best
 from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, checkpoint_step, local_checkpoint_problems, read_local_manifest
 from callbacks.publish import RunInfo, publish_local
@@ -188,6 +189,12 @@ class Resolver:
         return best_local.folder
 
     def _explicit(self, resume: str) -> tuple[Path, str | None]:
+        if names_best_pointer(resume):  # a run's .../best: the checkpoint its pointer names
+            store, best = resolve_best(resume, self.endpoint_url)
+            logger.info("checkpoint.resume=%s names %s", resume, store.child_uri(best.name))
+            if is_remote(resume):
+                return download_checkpoint(store, best, self.output_dir / best.name), best.run_id
+            resume = str(Path(store.root) / best.name)  # a local run folder's checkpoint, used in place
         if is_remote(resume):
             source, wanted = open_source(resume, self.endpoint_url)
             for c in scan_readable(source):
@@ -210,8 +217,8 @@ class Resolver:
             close = difflib.get_close_matches(resume, ["latest", "never"], n=1)
             hint = f" Did you mean {close[0]}?" if close else ""
             raise CheckpointError(
-                f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, or an existing "
-                f"checkpoint folder.{hint}"
+                f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, an existing "
+                f"checkpoint folder, or a run's best pointer (.../best).{hint}"
             )
         step = checkpoint_step(path.name)
         candidates = (

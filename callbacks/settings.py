@@ -27,7 +27,7 @@ class CheckpointSettings:
     uri: str | None = _key(None, (str, None), "s3://bucket/prefix or a mounted folder to sync checkpoints to")
     every_steps: int = _key(25, (int,), "save (and sync) a checkpoint every N optimizer steps")
     keep_last: int | None = _key(None, (int, None), "remote checkpoints to keep (null keeps all)")
-    resume: str = _key("latest", (str,), "latest | never | a checkpoint path or URI")
+    resume: str = _key("latest", (str,), "latest | never | a checkpoint path or URI | RUN/best")
     run_id: str | None = _key(
         None, (str, None), "run id recorded in manifests (null: new id, or the resumed run's)"
     )

@@ -132,6 +132,23 @@ def make_checkpoint(
     return folder
 
 
+def rated_checkpoint(parent, step, accuracy):
+    """A synthetic checkpoint whose heldout.json (as callbacks/heldout.py writes it) records ``accuracy`` at
+    its step (None: a history without an evaluation at this step)."""
+    folder = make_checkpoint(parent, step)
+    evaluation = {
+        "step": step,
+        "accuracy": accuracy,
+        "questions": 10,
+        "samples": 4,
+        "low": None,
+        "high": None,
+    }
+    history = {"format": 1, "evaluations": [] if accuracy is None else [evaluation], "stopped": None}
+    (folder / "heldout.json").write_text(json.dumps(history))
+    return folder
+
+
 def trainer_objects(output_dir: Path, step: int, *, world_size: int = 1, main: bool = True):
     """(args, state, control) as a Trainer passes them to callbacks, for driving a callback by hand."""
     from transformers import TrainerControl, TrainerState

@@ -8,7 +8,7 @@ import json
 import logging
 
 import pytest
-from _callbacks_helpers import make_checkpoint, trainer_objects
+from _callbacks_helpers import make_checkpoint, rated_checkpoint, trainer_objects
 
 from callbacks.best import BEST_NAME, read_best_pointer, update_best_pointer
 from callbacks.checkpoint_sync import SealCallback, fetch_checkpoint
@@ -19,23 +19,6 @@ from callbacks.remote import commit_checkpoint, delete_checkpoint, scan_remote
 from callbacks.stores import FolderStore
 
 RUN = RunInfo("tiny", "r: 1\n", "r1")
-
-
-def rated_checkpoint(parent, step, accuracy):
-    """A synthetic checkpoint whose heldout.json (as callbacks/heldout.py writes it) records ``accuracy`` at
-    its step (None: a history without an evaluation at this step)."""
-    folder = make_checkpoint(parent, step)
-    evaluation = {
-        "step": step,
-        "accuracy": accuracy,
-        "questions": 10,
-        "samples": 4,
-        "low": None,
-        "high": None,
-    }
-    history = {"format": 1, "evaluations": [] if accuracy is None else [evaluation], "stopped": None}
-    (folder / "heldout.json").write_text(json.dumps(history))
-    return folder
 
 
 def publish(store, tmp_path, step, accuracy, run=RUN):

@@ -7,8 +7,9 @@ import os
 import shutil
 
 import pytest
-from _callbacks_helpers import make_checkpoint, s3_bucket, trainer_objects
+from _callbacks_helpers import make_checkpoint, rated_checkpoint, s3_bucket, trainer_objects
 
+from callbacks.best import update_best_pointer
 from callbacks.checkpoint_sync import CheckpointSyncCallback, SealCallback, prepare_checkpointing
 from callbacks.errors import CheckpointError
 from callbacks.manifest import (
@@ -22,6 +23,7 @@ from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.remote import commit_checkpoint, scan_remote
 from callbacks.resume import SYNC_DIR, read_marker, write_marker
 from callbacks.s3_store import S3Store
+from callbacks.stores import FolderStore
 
 
 @pytest.fixture
@@ -254,3 +256,40 @@ def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_clean
     assert store.read_bytes(f"quarantine/{folder}/adapter_model.safetensors") == b"y" * 4096  # the evidence
     assert "Moved checkpoint-6 aside to" in caplog.text
     assert "checkpoint-2 (an incomplete save or upload, never resumable)" in caplog.text
+
+
+def rated_run(store, tmp_path, accuracies: dict[int, float], run_id="r1"):
+    """Commit rated checkpoints (step -> held-out accuracy) as run ``run_id`` and write its best pointer."""
+    for step, accuracy in accuracies.items():
+        folder = rated_checkpoint(tmp_path / f"src-{step}", step, accuracy)
+        staged = stage_checkpoint(folder, tmp_path / "staging", "r: 1\n")
+        publish_staged(store, staged, step, RunInfo("tiny", "", run_id))
+    update_best_pointer(store)
+
+
+def test_a_runs_best_pointer_resumes_the_checkpoint_it_names(s3_target, tmp_path):
+    uri, endpoint, store = s3_target
+    rated_run(store, tmp_path, {2: 0.3, 4: 0.5, 6: 0.4})
+    fork = uri.replace("/run", "/fork")
+    plan = prepare(tmp_path / "fork", fork, endpoint, resume=f"{uri}/best")
+    assert plan.resume_from == str(tmp_path / "fork" / "checkpoint-4") and plan.run_id == "r1"
+    assert local_checkpoint_problems(tmp_path / "fork" / "checkpoint-4") == []  # downloaded and verified
+
+
+def test_a_local_runs_best_rewinds_its_own_folder_only_with_overwrite(tmp_path):
+    out = tmp_path / "out"
+    rated_run(FolderStore(out), tmp_path, {2: 0.5, 4: 0.2})
+    with pytest.raises(CheckpointError, match=r"resuming at step 2, but output_dir .* \(checkpoint-4\)"):
+        prepare(out, None, resume=str(out / "best"))
+    plan = prepare(out, None, resume=str(out / "best"), overwrite=True)
+    assert plan.resume_from == str(out / "checkpoint-2") and not (out / "checkpoint-4").exists()
+    assert local_checkpoint_problems(out / "checkpoint-2") == []  # used in place, intact
+
+
+def test_a_best_pointer_that_is_missing_says_what_to_pass_instead(s3_target, tmp_path):
+    uri, endpoint, store = s3_target
+    commit(store, tmp_path, 2)  # no held-out accuracy, so no pointer
+    with pytest.raises(
+        CheckpointError, match=r"has no best pointer: .* pass a checkpoint-N or the run prefix"
+    ):
+        prepare(tmp_path / "fork", None, endpoint, resume=f"{uri}/best")
