@@ -111,6 +111,39 @@ def test_arithmetic_serves_its_own_heldout_split_and_trains_on_all_of_train():
     assert len(load_split(data)) == arithmetic.SIZES["train"]  # nothing carved out of it
 
 
+def test_a_folders_own_heldout_file_is_the_heldout_split_and_train_is_read_whole(tmp_path, caplog):
+    folder = tmp_path / "mine"
+    write_jsonl(
+        folder / "train.jsonl", [{"question": f"What is {i} plus 1?", "answer": i + 1} for i in range(40)]
+    )
+    held = [{"question": f"What is {i} plus 2?", "answer": i + 2} for i in range(6)]
+    write_jsonl(folder / "heldout.jsonl", held)
+    write_jsonl(folder / "test.jsonl", [{"question": "What is 7 plus 3?", "answer": 10}])
+    data = {**SECTION, "task": "jsonl", "source": str(folder)}
+    with caplog.at_level("INFO", logger="recipes.tasks.heldout"):
+        assert load_split(eval_data(data, "heldout"), "heldout")["question"] == [r["question"] for r in held]
+        assert len(load_split(data)) == 40  # nothing carved: 3 of these 40 would hash into a carved split
+    assert "its own heldout files (6 questions); training on all 40 rows of its train split" in caplog.text
+    assert sum(in_heldout(f"What is {i} plus 1?") for i in range(40)) == 3
+
+
+def test_a_question_in_both_a_folders_heldout_and_train_files_is_refused(tmp_path):
+    folder = tmp_path / "mine"
+    write_jsonl(
+        folder / "train.jsonl", [{"question": f"What is {i} plus 1?", "answer": i + 1} for i in range(9)]
+    )
+    write_jsonl(folder / "heldout.jsonl", [{"question": "What  is 3 plus\n1?", "answer": 4},
+                                           {"question": "What is 30 plus 1?", "answer": 31}])  # fmt: skip
+    data = {**SECTION, "task": "jsonl", "source": str(folder)}
+    for split in ("heldout", "train"):
+        with pytest.raises(
+            DataError,
+            match=r"1 of the 2 questions of its heldout files are also in its train split \(e.g. 'What is 3 plus "
+            r"1\?'\); a held-out question must never be trained on. Remove them .* or remove the heldout files",
+        ):
+            load_split(data, split)
+
+
 def test_a_source_too_small_to_hold_out_a_question_and_a_heldout_training_split_are_refused(tmp_path):
     rows = [{"question": f"What is {i} plus 1?", "answer": i + 1} for i in range(5)]  # none hash into it
     source = write_jsonl(tmp_path / "train.jsonl", rows)

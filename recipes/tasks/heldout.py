@@ -12,6 +12,9 @@ one space), and the training split is the rest, whether or not held-out evaluati
   or which copy of the data is read (the bundled GSM8K sample's questions fall as they do in the full set);
 - rows keep the source's ids (a held-out GSM8K row is ``gsm8k-train-00015``).
 
+A local folder with its own ``heldout*.jsonl`` (or ``.parquet``) files is the exception: those files are the
+held-out split and the training split is read whole, once no question is in both (``_own_heldout``).
+
 5 percent: GSM8K's 7,473 training questions give 365 held-out ones (MATH's 7,500 about as many), enough for a
 95% interval on accuracy at most about 5 points either side, at a cost of 5% of the training data.
 """
@@ -21,16 +24,21 @@ from __future__ import annotations
 import hashlib
 import logging
 
-from recipes.tasks.sources import DataError
+from recipes.tasks.sources import DataError, has_split_files
 
 logger = logging.getLogger(__name__)
 HELDOUT = "heldout"
 HELDOUT_PERCENT = 5
 
 
+def normalised(question: str) -> str:
+    """A question's text with runs of whitespace made one space: what held-out membership compares."""
+    return " ".join(question.split())
+
+
 def in_heldout(question: str) -> bool:
     """Whether a question belongs to the carved held-out split, from a hash of its whitespace-normalised text."""
-    digest = hashlib.sha256(" ".join(question.split()).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(normalised(question).encode("utf-8")).hexdigest()
     return int(digest, 16) % 100 < HELDOUT_PERCENT
 
 
@@ -61,6 +69,8 @@ def task_rows(task, data: dict, split: str):
             f"data.split is {HELDOUT!r}, but the {task.name} task carves its held-out split from the training "
             "split: set data.split to the split to train on (e.g. train)."
         )
+    if has_split_files(data["source"], HELDOUT):
+        return _own_heldout(task, data, split)
     rows = task.rows(data, data["split"])
     held = [in_heldout(question) for question in rows["question"]]
     if split == HELDOUT and not any(held):
@@ -79,3 +89,22 @@ def task_rows(task, data: dict, split: str):
         len(rows) - sum(held),
     )
     return rows.select([i for i, is_held in enumerate(held) if is_held == (split == HELDOUT)])
+
+
+def _own_heldout(task, data: dict, split: str):
+    """A local folder's own ``heldout*`` files are the held-out split, and the training split is read whole; a
+    question in both is refused (it would be trained on and then judged as unseen)."""
+    held, train = task.rows(data, HELDOUT), task.rows(data, data["split"])
+    shared = {normalised(q) for q in held["question"]} & {normalised(q) for q in train["question"]}
+    if shared:
+        raise DataError(
+            f"data.source {data['source']}: {len(shared)} of the {len(held)} questions of its {HELDOUT} files are "
+            f"also in its {data['split']} split (e.g. {min(shared)[:80]!r}); a held-out question must never be "
+            f"trained on. Remove them from one of the files, or remove the {HELDOUT} files to carve the held-out "
+            f"split from {data['split']} by hash."
+        )
+    logger.info(
+        "%s: the held-out split is its own %s files (%d questions); training on all %d rows of its %s split.",
+        data["source"], HELDOUT, len(held), len(train), data["split"],
+    )  # fmt: skip
+    return held if split == HELDOUT else train

@@ -20,14 +20,25 @@ class DataError(UserError):
     """A dataset that does not have the task's shape; the message names the file and row."""
 
 
+def _split_files(folder: Path, split: str) -> list[Path]:
+    """The data files of ``split`` in a folder."""
+    # The split is a whole word of the file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl.
+    word = re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
+    return sorted(f for f in folder.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
+
+
+def has_split_files(source: str, split: str) -> bool:
+    """Whether ``source`` is a local folder (not in the Hub layout) holding data files of ``split``."""
+    path = Path(resolve_source(source))
+    return path.is_dir() and not hub_layout(path) and bool(_split_files(path, split))
+
+
 def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
     """(datasets builder name, files) for a local file, or a folder holding ``<split>*.jsonl|parquet``."""
     if source.is_file():
         files = [source]
     else:
-        # The split is a whole word of the file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl.
-        word = re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
-        files = sorted(f for f in source.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
+        files = _split_files(source, split)
         if not files:
             raise DataError(
                 f"No {split} split in {source}: expected .jsonl or .parquet files with '{split}' as a word of their "
