@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from benchmarks.floor import HARDWARE, detect_hardware, floor_seconds
-from common.errors import UserError
+from common.errors import exit_status
 from recipes.planner.memory import GIB, plan_memory, section, trainer_settings
 from recipes.planner.shapes import SHAPES, config_for, load_model_config
 from recipes.recipe import load_recipe
@@ -117,6 +117,59 @@ def report(recipe, steps: list, plan, t: dict, hardware: str | None, card_bytes:
     return "\n".join(lines)
 
 
+def measure(args: argparse.Namespace) -> None:
+    """Train the steps and print the table, the decode line and the planner check."""
+    import torch  # here, not at the top: --help answers at once
+
+    from benchmarks.live_tensors import planner_check
+    from benchmarks.step_timer import build_random_model, run_steps
+
+    with tempfile.TemporaryDirectory(prefix="grpo_step_") as tmp:
+        fixed = [
+            f"trainer.max_steps={args.steps}",
+            "trainer.logging_steps=1",
+            f"trainer.output_dir={tmp}/out",
+        ]
+        fixed += [
+            "trainer.report_to=none",
+            "trainer.disable_tqdm=true",
+            f"checkpoint.every_steps={args.steps + 1}",
+        ]
+        overrides = list(args.overrides)
+        if args.random_weights:
+            overrides.append(f"model.name_or_path={tmp}/model")
+            if not any(o.startswith("data.source=") for o in overrides):
+                print(f"--random-weights: offline data, data.source={SAMPLE_DATA}", file=sys.stderr)
+                overrides.append(f"data.source={SAMPLE_DATA}")
+        recipe = load_recipe(args.recipe, [*overrides, *fixed])
+        model = section(recipe.config, "model")
+        model_config = (
+            config_for(args.random_weights, layers=args.layers)
+            if args.random_weights
+            else load_model_config(model)
+        )
+        plan, t = plan_memory(recipe.config, model_config=model_config), trainer_settings(recipe.config)
+        if args.random_weights:
+            print(f"building a random-weight {args.random_weights} ...", file=sys.stderr)
+            build_random_model(model_config, Path(tmp) / "model", model["dtype"])
+        completions = plan.batch * t["gradient_accumulation_steps"]
+        steps, measured, decode = run_steps(
+            recipe,
+            completions,
+            args.steps,
+            args.count_tensors,
+            decode_batch=plan.generation_batch if args.decode_steps else 0,
+            decode_steps=args.decode_steps,
+        )
+    card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
+    device = torch.cuda.get_device_name(0) if card_bytes else "cpu"
+    print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes, device))
+    if decode:
+        print(decode_line(decode, plan.generation_batch))
+    if measured:
+        print("\n" + "\n".join(planner_check(recipe, model_config, plan, measured, card_bytes)))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its table; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -144,66 +197,13 @@ def main(argv: list[str] | None = None) -> int:
         help="decode steps of the trained policy to profile under the table (default 16; 0: no profile)",
     )
     args = parser.parse_intermixed_args(argv)
-    import torch  # after parsing: --help answers at once
-
-    from benchmarks.live_tensors import planner_check
-    from benchmarks.step_timer import build_random_model, run_steps
-
     if args.steps < 1:
         parser.error("--steps must be at least 1")
     if args.decode_steps < 0:
         parser.error("--decode-steps must be 0 (no profile) or more")
     if args.layers is not None and (not args.random_weights or args.layers < 1):
         parser.error("--layers takes a positive number and needs --random-weights")
-    with tempfile.TemporaryDirectory(prefix="grpo_step_") as tmp:
-        fixed = [
-            f"trainer.max_steps={args.steps}",
-            "trainer.logging_steps=1",
-            f"trainer.output_dir={tmp}/out",
-        ]
-        fixed += [
-            "trainer.report_to=none",
-            "trainer.disable_tqdm=true",
-            f"checkpoint.every_steps={args.steps + 1}",
-        ]
-        overrides = list(args.overrides)
-        if args.random_weights:
-            overrides.append(f"model.name_or_path={tmp}/model")
-            if not any(o.startswith("data.source=") for o in overrides):
-                print(f"--random-weights: offline data, data.source={SAMPLE_DATA}", file=sys.stderr)
-                overrides.append(f"data.source={SAMPLE_DATA}")
-        try:
-            recipe = load_recipe(args.recipe, [*overrides, *fixed])
-            model = section(recipe.config, "model")
-            model_config = (
-                config_for(args.random_weights, layers=args.layers)
-                if args.random_weights
-                else load_model_config(model)
-            )
-            plan, t = plan_memory(recipe.config, model_config=model_config), trainer_settings(recipe.config)
-            if args.random_weights:
-                print(f"building a random-weight {args.random_weights} ...", file=sys.stderr)
-                build_random_model(model_config, Path(tmp) / "model", model["dtype"])
-            completions = plan.batch * t["gradient_accumulation_steps"]
-            steps, measured, decode = run_steps(
-                recipe,
-                completions,
-                args.steps,
-                args.count_tensors,
-                decode_batch=plan.generation_batch if args.decode_steps else 0,
-                decode_steps=args.decode_steps,
-            )
-        except UserError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-    card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
-    device = torch.cuda.get_device_name(0) if card_bytes else "cpu"
-    print(report(recipe, steps, plan, t, detect_hardware(args.hardware), card_bytes, device))
-    if decode:
-        print(decode_line(decode, plan.generation_batch))
-    if measured:
-        print("\n" + "\n".join(planner_check(recipe, model_config, plan, measured, card_bytes)))
-    return 0
+    return exit_status(lambda: measure(args))  # a UserError: its message, no traceback
 
 
 if __name__ == "__main__":

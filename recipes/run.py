@@ -22,7 +22,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from common.errors import UserError
+from common.errors import exit_status
 from recipes.recipe import available, load_recipe
 
 logger = logging.getLogger("recipes.run")
@@ -221,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
             f"accelerate launch --config_file {args.config_file} recipes/run.py {args.recipe}"
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
+
+    def command() -> None:
         recipe = load_recipe(args.recipe, args.overrides)
         if args.print:
             print(recipe.to_yaml(), end="")
@@ -231,10 +232,8 @@ def main(argv: list[str] | None = None) -> int:
             print(render_plan(recipe, offload_optimizer=offloads_optimizer(args.config_file)))
         else:
             train(recipe)
-    except UserError as e:  # the user's to fix: the message, not a traceback
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    return 0
+
+    return exit_status(command)  # a UserError is the user's to fix: its message, not a traceback
 
 
 if __name__ == "__main__":
