@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 # At 8 samples, GRPO seeds 42, 1 and 2 gained 9.6, 8.7 and 5.7 points, p <= 4e-6 (docs/PERFORMANCE.md, "The learning
 # default"); room for noise.
 MIN_GAIN_POINTS = 4.0
-# All 500 test questions as the README's commands, at half their 16 samples: 35 s less, and the gain still shows.
+# All 500 test questions as the README's commands, at half their 16 samples: about 20 s less, and the gain still shows.
 EVAL = {"samples": 8, "seed": 0}
 
 
