@@ -158,7 +158,7 @@ def measure(args: argparse.Namespace) -> None:
             completions,
             args.steps,
             args.count_tensors,
-            decode_batch=plan.generation_batch if args.decode_steps else 0,
+            decode_batch=plan.generation_batch,
             decode_steps=args.decode_steps,
         )
     card_bytes = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0

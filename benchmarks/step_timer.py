@@ -126,8 +126,8 @@ def run_steps(
     """Train ``steps`` optimizer steps of ``recipe``.
 
     Returns their timings; with ``count_tensors``, the live-tensor peak per phase and the widest padded prompt
-    and completion batches the steps ran (the shapes to check the planner at), else None; with ``decode_batch``,
-    the trained policy's decode step at that batch over ``decode_steps`` steps
+    and completion batches the steps ran (the shapes to check the planner at), else None; with ``decode_batch``
+    and ``decode_steps``, the trained policy's decode step at that batch over that many steps
     (``benchmarks.decode_ops.policy_decode_profile``), else None.
     """
     from trl.extras.profiling import ProfilingContext
@@ -161,7 +161,7 @@ def run_steps(
         trainer.train()
     timer.bar.close()
     decode = None
-    if decode_batch:
+    if decode_batch and decode_steps:
         from benchmarks.decode_ops import policy_decode_profile
 
         decode = policy_decode_profile(trainer, decode_batch, decode_steps)

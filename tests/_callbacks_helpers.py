@@ -149,6 +149,15 @@ def rated_checkpoint(parent, step, accuracy):
     return folder
 
 
+def publish_rated(store, tmp_path, step, accuracy, run=None):
+    """Commit a rated checkpoint (``rated_checkpoint``) to ``store`` as ``run`` (default: run r1 of recipe tiny)."""
+    from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+
+    run = run or RunInfo("tiny", "r: 1\n", "r1")
+    folder = rated_checkpoint(tmp_path / "src", step, accuracy)
+    return publish_staged(store, stage_checkpoint(folder, tmp_path / "staging", run.recipe_yaml), step, run)
+
+
 def trainer_objects(output_dir: Path, step: int, *, world_size: int = 1, main: bool = True):
     """(args, state, control) as a Trainer passes them to callbacks, for driving a callback by hand."""
     from transformers import TrainerControl, TrainerState

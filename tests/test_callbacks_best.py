@@ -8,22 +8,17 @@ import json
 import logging
 
 import pytest
-from _callbacks_helpers import make_checkpoint, rated_checkpoint, trainer_objects
+from _callbacks_helpers import make_checkpoint, publish_rated, rated_checkpoint, trainer_objects
 
 from callbacks.best import BEST_NAME, read_best_pointer, update_best_pointer
 from callbacks.checkpoint_sync import SealCallback, fetch_checkpoint
 from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, build_manifest, manifest_bytes
-from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.publish import RunInfo
 from callbacks.remote import commit_checkpoint, delete_checkpoint, scan_remote
 from callbacks.stores import FolderStore
 
 RUN = RunInfo("tiny", "r: 1\n", "r1")
-
-
-def publish(store, tmp_path, step, accuracy, run=RUN):
-    folder = rated_checkpoint(tmp_path / "src", step, accuracy)
-    return publish_staged(store, stage_checkpoint(folder, tmp_path / "staging", run.recipe_yaml), step, run)
 
 
 def best_name(store) -> str | None:
@@ -74,8 +69,8 @@ def test_pointer_names_the_most_accurate_complete_checkpoint_and_is_written_on_c
     store.write_bytes = lambda key, data, **kw: writes.append(key) or real_write(key, data, **kw)
     caplog.set_level(logging.INFO, logger="callbacks.best")
     for step, accuracy in ((1, 0.2), (2, 0.5), (3, 0.4)):
-        publish(store, tmp_path, step, accuracy)
-    publish(store, tmp_path / "unrated", 4, None)  # no held-out evaluation at this step: never named
+        publish_rated(store, tmp_path, step, accuracy)
+    publish_rated(store, tmp_path / "unrated", 4, None)  # no held-out evaluation at this step: never named
     assert read_best_pointer(store) == {
         "format": "grpo-recipes-best/1",
         "checkpoint": "checkpoint-2",
@@ -92,17 +87,17 @@ def test_pointer_names_the_most_accurate_complete_checkpoint_and_is_written_on_c
 def test_ties_go_to_the_earliest_step(target, tmp_path):
     _, _, store = target
     for step, accuracy in ((1, 0.3), (2, 0.5), (3, 0.5)):
-        publish(store, tmp_path, step, accuracy)
+        publish_rated(store, tmp_path, step, accuracy)
     assert best_name(store) == "checkpoint-2"
 
 
 def test_an_incomplete_checkpoint_is_never_named(target, tmp_path):
     _, _, store = target
-    publish(store, tmp_path, 1, 0.3)
-    publish(store, tmp_path, 2, 0.6)
+    publish_rated(store, tmp_path, 1, 0.3)
+    publish_rated(store, tmp_path, 2, 0.6)
     store.delete(["checkpoint-2/adapter_model.safetensors"])
     assert update_best_pointer(store)["checkpoint"] == "checkpoint-1"
-    publish(store, tmp_path, 3, 0.7)
+    publish_rated(store, tmp_path, 3, 0.7)
     store.write_bytes("checkpoint-3/optimizer.pt", b"short")
     assert update_best_pointer(store)["checkpoint"] == "checkpoint-1"
     folder = rated_checkpoint(tmp_path / "src", 4, 0.9)
@@ -115,13 +110,13 @@ def test_an_incomplete_checkpoint_is_never_named(target, tmp_path):
 def test_a_crash_between_manifest_and_pointer_is_healed_by_the_next_commit(target, tmp_path, monkeypatch):
     uri, endpoint, store = target
     monkeypatch.setenv("GRPO_RECIPES_CACHE", str(tmp_path / "cache"))
-    publish(store, tmp_path, 1, 0.3)
+    publish_rated(store, tmp_path, 1, 0.3)
     better = rated_checkpoint(tmp_path / "src", 2, 0.8)
     manifest = build_manifest(better, step=2, recipe_name="tiny", run_id="r1", world_size=1, rank=0)
     assert commit_checkpoint(store, better, manifest)  # committed; the process dies before the pointer
     assert best_name(store) == "checkpoint-1"
     assert fetch_checkpoint(f"{uri}/best", endpoint_url=endpoint).name == "checkpoint-1"  # still complete
-    publish(store, tmp_path, 3, 0.1)
+    publish_rated(store, tmp_path, 3, 0.1)
     assert best_name(store) == "checkpoint-2"
     assert fetch_checkpoint(f"{uri}/best", endpoint_url=endpoint).name == "checkpoint-2"
 
@@ -130,10 +125,10 @@ def test_retention_keeps_the_best_beside_the_newest(target, tmp_path):
     _, _, store = target
     run = RunInfo("tiny", "r: 1\n", "r1", keep_last=1)
     for step, accuracy in ((1, 0.2), (2, 0.9), (3, 0.1), (4, 0.3)):
-        publish(store, tmp_path, step, accuracy, run)
+        publish_rated(store, tmp_path, step, accuracy, run)
     assert [c.name for c in scan_remote(store)] == ["checkpoint-4", "checkpoint-2"]
     assert best_name(store) == "checkpoint-2"
-    publish(store, tmp_path, 5, 0.95, run)
+    publish_rated(store, tmp_path, 5, 0.95, run)
     assert [c.name for c in scan_remote(store)] == ["checkpoint-5"]
     assert best_name(store) == "checkpoint-5"
 
@@ -141,8 +136,8 @@ def test_retention_keeps_the_best_beside_the_newest(target, tmp_path):
 def test_fetch_best_gives_the_named_checkpoint(target, tmp_path, monkeypatch):
     uri, endpoint, store = target
     monkeypatch.setenv("GRPO_RECIPES_CACHE", str(tmp_path / "cache"))
-    publish(store, tmp_path, 2, 0.6)
-    publish(store, tmp_path, 4, 0.4)
+    publish_rated(store, tmp_path, 2, 0.6)
+    publish_rated(store, tmp_path, 4, 0.4)
     source = tmp_path / "src" / "checkpoint-2" / "adapter_model.safetensors"
     uris = [uri] if uri.startswith("s3://") else [uri, f"file://{uri}"]  # a local run folder, or its URI
     for run_uri in uris:
@@ -158,8 +153,8 @@ def test_a_missing_or_stale_pointer_is_refused_naming_both(target, tmp_path):
     uri, endpoint, store = target
     with pytest.raises(CheckpointError, match=r"has no best pointer: the run has not evaluated held-out"):
         fetch_checkpoint(f"{uri}/best", endpoint_url=endpoint)
-    publish(store, tmp_path, 1, 0.5)
-    publish(store, tmp_path, 2, 0.4)
+    publish_rated(store, tmp_path, 1, 0.5)
+    publish_rated(store, tmp_path, 2, 0.4)
     manifest = json.loads(store.read_bytes(f"checkpoint-1/{MANIFEST_NAME}"))
     store.write_bytes(f"checkpoint-1/{MANIFEST_NAME}", manifest_bytes({**manifest, "created": "then"}))
     with pytest.raises(CheckpointError, match=r"checkpoint-1, whose manifest changed since the pointer"):
@@ -181,7 +176,7 @@ def test_a_missing_or_stale_pointer_is_refused_naming_both(target, tmp_path):
 def test_a_best_object_the_project_did_not_write_is_left_alone(target, tmp_path, caplog):
     uri, endpoint, store = target
     store.write_bytes(BEST_NAME, b"my notes")
-    publish(store, tmp_path, 1, 0.5)
+    publish_rated(store, tmp_path, 1, 0.5)
     assert store.read_bytes(BEST_NAME) == b"my notes"
     assert "is not valid JSON" in caplog.text and "leaving it alone" in caplog.text
     with pytest.raises(CheckpointError, match=r"best is not valid JSON .* pass a checkpoint-N"):
@@ -209,7 +204,7 @@ def test_the_local_pointer_names_the_best_sealed_checkpoint_folder(tmp_path):
 def test_a_failed_pointer_update_keeps_the_commit_and_skips_retention(tmp_path, caplog):
     store = FolderStore(tmp_path / "drive")
     run = RunInfo("tiny", "r: 1\n", "r1", keep_last=1)
-    publish(store, tmp_path, 1, 0.5, run)
+    publish_rated(store, tmp_path, 1, 0.5, run)
     real_read = store.read_bytes
 
     def failing_read(key):
@@ -218,6 +213,6 @@ def test_a_failed_pointer_update_keeps_the_commit_and_skips_retention(tmp_path, 
         return real_read(key)
 
     store.read_bytes = failing_read
-    publish(store, tmp_path, 2, 0.1, run)
+    publish_rated(store, tmp_path, 2, 0.1, run)
     assert "Could not update the best pointer" in caplog.text and "disk gone" in caplog.text
     assert [c.name for c in scan_remote(store) if c.complete] == ["checkpoint-2", "checkpoint-1"]

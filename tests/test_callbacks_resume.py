@@ -7,7 +7,7 @@ import os
 import shutil
 
 import pytest
-from _callbacks_helpers import make_checkpoint, rated_checkpoint, s3_bucket, trainer_objects
+from _callbacks_helpers import make_checkpoint, publish_rated, s3_bucket, trainer_objects
 
 from callbacks.best import update_best_pointer
 from callbacks.checkpoint_sync import CheckpointSyncCallback, SealCallback, prepare_checkpointing
@@ -258,12 +258,10 @@ def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_clean
     assert "checkpoint-2 (an incomplete save or upload, never resumable)" in caplog.text
 
 
-def rated_run(store, tmp_path, accuracies: dict[int, float], run_id="r1"):
-    """Commit rated checkpoints (step -> held-out accuracy) as run ``run_id`` and write its best pointer."""
+def rated_run(store, tmp_path, accuracies: dict[int, float]):
+    """Commit rated checkpoints (step -> held-out accuracy) as run r1 and write its best pointer."""
     for step, accuracy in accuracies.items():
-        folder = rated_checkpoint(tmp_path / f"src-{step}", step, accuracy)
-        staged = stage_checkpoint(folder, tmp_path / "staging", "r: 1\n")
-        publish_staged(store, staged, step, RunInfo("tiny", "", run_id))
+        publish_rated(store, tmp_path, step, accuracy)
     update_best_pointer(store)
 
 
