@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from rewards._args import batch_column, check_int, check_number, completion_text
-from rewards.answers import DEFAULT_PRECEDENCE, check_precedence, grade, read_gold
+from rewards._precedence import DEFAULT_PRECEDENCE, check_precedence
+from rewards.answers import grade, read_gold
 
 GATES = ("completion", "reasoning")
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from callbacks.alarms import Alarm, AlarmSettings, check_alarms, plateaued
+from callbacks.alarms import Alarm, AlarmSettings, check_alarms
+from callbacks.plateau import plateaued
 
 SETTINGS = AlarmSettings()
 

@@ -6,9 +6,9 @@ LaTeX, tags, `####`, units, money, negatives, thousands separators, several cand
 
 import pytest
 
+from rewards._precedence import find_answer
 from rewards.answers import (
     extract_answer,
-    find_answer,
     format_ok,
     gold_answer,
     is_correct,

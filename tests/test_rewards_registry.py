@@ -192,7 +192,7 @@ def test_cli_lists_rewards_parameters_and_docs(capsys):
 @pytest.mark.parametrize(
     "module",
     ["rewards", "rewards.answers", "rewards.correctness", "rewards.format", "rewards.trl_builtins", "rewards._args",
-     "rewards._parsing", "rewards._symbolic", "rewards._layout", "rewards.__main__"],
+     "rewards._parsing", "rewards._precedence", "rewards._symbolic", "rewards._layout", "rewards.__main__"],
 )  # fmt: skip
 def test_doctests(module):
     """The same examples `python -m pytest --doctest-modules rewards` runs, in the default test run."""

@@ -1,6 +1,8 @@
 """The GPU memory planner: ``python recipes/run.py RECIPE --plan`` prints what a run will need.
 
-memory.py   the formulas: weights, optimizer, activations, generation, TRL's log-prob tiles
-render.py   the printed plan and the largest batch that fits a card
-shapes.py   layers and parameter counts of a model config; configs/ holds the Hub configs of our recipes' models
+memory.py       the formulas: weights, optimizer, activations, generation, TRL's log-prob tiles
+memory_plan.py  the plan they fill in (MemoryPlan): the parts added up to a peak, and whether it fits a card
+render.py       the printed plan and the largest batch that fits a card
+shapes.py       layers and parameter counts of a model config; configs/ holds the Hub configs of our
+                recipes' models
 """

@@ -13,12 +13,12 @@ import os
 
 from recipes.planner.memory import (
     GIB,
-    MemoryPlan,
     plan_memory,
     section,
     steps_per_generation,
     trainer_settings,
 )
+from recipes.planner.memory_plan import MemoryPlan
 from recipes.planner.shapes import load_model_config
 from recipes.recipe import RecipeError, with_defaults
 
