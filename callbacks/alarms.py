@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from common.ranking import best_by_accuracy
 from stats.paired import sign_flip
 from stats.trainer_state import metric_series
 
@@ -153,9 +154,8 @@ def _against_reference(evaluations: list[dict], pick, column: int):
 
 
 def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
-    # max keeps the first of equals: the earliest
     best, latest, change, note = _against_reference(
-        evaluations, lambda earlier: max(earlier, key=lambda e: e["accuracy"]), _CORRECT
+        evaluations, lambda earlier: best_by_accuracy(earlier, lambda e: (e["accuracy"], e["step"])), _CORRECT
     )
     if change is None or change[0] >= 0 or change[1] >= settings.alpha:
         return None

@@ -22,6 +22,7 @@ from callbacks.errors import CheckpointError
 from callbacks.manifest import checkpoint_step
 from callbacks.remote import RemoteCheckpoint, scan_readable
 from callbacks.stores import Store, open_store
+from common.ranking import best_by_accuracy
 
 logger = logging.getLogger(__name__)
 BEST_NAME = "best"
@@ -38,7 +39,7 @@ def heldout_accuracy(ckpt: RemoteCheckpoint) -> float | None:
 def choose_best(checkpoints: list[RemoteCheckpoint]) -> RemoteCheckpoint | None:
     """The complete checkpoint with the highest held-out accuracy (ties: the earliest step), or None."""
     rated = [c for c in checkpoints if c.complete and heldout_accuracy(c) is not None]
-    return max(rated, key=lambda c: (heldout_accuracy(c), -c.step), default=None)
+    return best_by_accuracy(rated, lambda c: (heldout_accuracy(c), c.step))
 
 
 def parse_pointer(data: bytes, where: str) -> tuple[dict | None, str | None]:

@@ -26,6 +26,7 @@ from transformers import Trainer, TrainerCallback
 from callbacks.alarms import AlarmSettings, check_alarms
 from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
 from callbacks.plateau import plateaued
+from common.ranking import best_by_accuracy
 from recipes.atomic import write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.paired import t_interval
@@ -146,7 +147,7 @@ class HeldoutCallback(TrainerCallback):
         Trainer.log(self.trainer, metrics)
         control.should_log = should_log
         interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
-        best = max(self.history["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
+        best = best_by_accuracy(self.history["evaluations"], lambda e: (e["accuracy"], e["step"]))
         logger.info(
             "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; best "
             "%.1f%% at step %d",

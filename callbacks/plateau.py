@@ -6,6 +6,8 @@ with the history (evaluations in step order, the latest included) and does the s
 
 from __future__ import annotations
 
+from common.ranking import best_by_accuracy
+
 
 def plateaued(history: dict, patience: int) -> str | None:
     """The stop reason when held-out accuracy has plateaued, else None.
@@ -30,7 +32,7 @@ def plateaued(history: dict, patience: int) -> str | None:
     if len(evaluations) <= patience:
         return None
     before, recent = evaluations[:-patience], evaluations[-patience:]
-    best = max(before, key=lambda e: e["accuracy"])
+    best = best_by_accuracy(before, lambda e: (e["accuracy"], e["step"]))
     if any(e["accuracy"] > best["accuracy"] for e in recent):
         return None
     steps = ", ".join(str(e["step"]) for e in recent)

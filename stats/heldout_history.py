@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.ranking import best_by_accuracy
 from stats.records import InputError
 from stats.trainer_state import checkpoint_steps, metric_series
 
@@ -175,7 +176,7 @@ def load_heldout(output_dir: str | Path, log_history: list[dict], log_source: st
 
 def best_evaluation(evaluations: tuple[Evaluation, ...] | list[Evaluation]) -> Evaluation | None:
     """The evaluation with the highest accuracy, the earliest step on ties; None when there is none."""
-    return min(evaluations, key=lambda e: (-e.accuracy, e.step), default=None)
+    return best_by_accuracy(evaluations, lambda e: (e.accuracy, e.step))
 
 
 def _percent(value: float | None) -> str:
