@@ -1,4 +1,5 @@
-"""What every package of the project shares: the user-error type and the builder of ``name:``/``path:`` specs.
+"""What every package of the project shares: the user-error type, the builder of ``name:``/``path:`` specs,
+the "Did you mean ...?" of its errors, and the rule for a run's best held-out result.
 
 A leaf: it imports nothing from ``recipes``, ``rewards``, ``callbacks`` or ``stats``, and nothing heavy, so
 each of them (``stats`` too, which must start in about a second) can use it.

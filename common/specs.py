@@ -10,7 +10,6 @@ reported at once, each line naming ``section[i] (name)``, the key, and the close
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import inspect
@@ -20,20 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import UserError
+from common.suggestions import did_you_mean
 
 
 class SpecError(UserError):
     """A bad entry in a list of specs; the message names the entry and key, and suggests a fix."""
-
-
-def did_you_mean(word: Any, options) -> str:
-    """' Did you mean 'x'?' for the closest option, or ''.
-
-    >>> did_you_mean("corectness", ["correctness", "format"])
-    " Did you mean 'correctness'?"
-    """
-    close = difflib.get_close_matches(str(word), [str(o) for o in options], n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def parameters(target: Callable, reserved: Collection[str] = ()) -> dict[str, inspect.Parameter]:
@@ -78,7 +68,9 @@ def load_plugin(path: Any) -> Callable:
         raise SpecError(f"importing module {module_name!r} raised {type(e).__name__}: {e}") from e
     if not hasattr(module, attribute):
         public = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n))]
-        raise SpecError(f"module {module_name!r} has no {attribute!r}.{did_you_mean(attribute, public)}")
+        raise SpecError(
+            f"module {module_name!r} has no {attribute!r}.{did_you_mean(attribute, public, quote=True)}"
+        )
     target = getattr(module, attribute)
     if not callable(target):
         raise SpecError(
@@ -92,7 +84,7 @@ def _bind(target: Callable, params: dict, spec_keys, reserved, defaults, call_fu
     for key in params:
         if key not in accepted:
             raise SpecError(
-                f"unknown parameter {key!r}.{did_you_mean(key, [*accepted, *spec_keys])} "
+                f"unknown parameter {key!r}.{did_you_mean(key, [*accepted, *spec_keys], quote=True)} "
                 f"Parameters: {', '.join(accepted) or '(none)'}."
             )
     params = {**{k: v for k, v in defaults.items() if k in accepted}, **params}
@@ -162,7 +154,7 @@ def build_specs(
                 name = spec["name"]
                 if not isinstance(name, str) or name not in registry:
                     raise SpecError(
-                        f"unknown {section.rstrip('s')} {name!r}.{did_you_mean(name, registry)} "
+                        f"unknown {section.rstrip('s')} {name!r}.{did_you_mean(name, registry, quote=True)} "
                         f"Available: {', '.join(sorted(registry))}."
                     )
                 target = registry[name]

@@ -6,7 +6,6 @@ and validates the result; this module only reads them, each with a label that na
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 
 from common.errors import UserError
 from common.secrets import redact
+from common.suggestions import did_you_mean
 
 RECIPE_DIR = Path(__file__).parent
 
@@ -52,13 +52,6 @@ def available() -> dict[str, str]:
     return found
 
 
-def suggest(word: str, options, prefix: str = "") -> str:
-    """' Did you mean PREFIXoption?' for the closest option, ignoring case (``AUTO`` -> ``auto``), or ''."""
-    by_lower = {str(o).lower(): o for o in options}
-    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
-    return f" Did you mean {prefix}{by_lower[close[0]]}?" if close else ""
-
-
 def find_recipe(name_or_path: str) -> Path:
     """A recipe name (``gsm8k_llama``) or a path to a YAML file -> the file."""
     path = Path(name_or_path)
@@ -77,7 +70,7 @@ def find_recipe(name_or_path: str) -> Path:
     if not path.is_file():
         names = available()
         raise RecipeError(
-            f"Unknown recipe {name_or_path!r}.{suggest(name_or_path, names)} Available: {', '.join(names)}"
+            f"Unknown recipe {name_or_path!r}.{did_you_mean(name_or_path, names)} Available: {', '.join(names)}"
         )
     return path
 

@@ -23,6 +23,7 @@ from callbacks.errors import CheckpointError
 from callbacks.settings import CheckpointSettings
 from common.errors import UserError
 from common.secrets import credential_problem, redact
+from common.suggestions import did_you_mean
 from recipes import schema
 from recipes.layers import (
     RecipeError,
@@ -32,7 +33,6 @@ from recipes.layers import (
     nested_value,
     parse_override,
     read_layers,
-    suggest,
 )
 
 __all__ = [
@@ -109,7 +109,9 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
     for key, value in section.items():
         where = origins.get(f"{name}.{key}", origins.get(name, "the recipe"))
         if key not in specs:
-            errors.append(f"Unknown key {name}.{key} in {where}.{suggest(key, specs, prefix=name + '.')}")
+            errors.append(
+                f"Unknown key {name}.{key} in {where}.{did_you_mean(key, specs, prefix=name + '.')}"
+            )
             continue
         spec = specs[key]
         wrong_type = spec.types is not None and not schema.type_ok(value, spec.types)
@@ -120,7 +122,7 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             choices = [str(c).lower() if isinstance(c, bool) else c for c in spec.choices]  # YAML's spelling
             errors.append(
                 f"{name}.{key} in {where} must be one of {', '.join(choices)}, got {value!r}."
-                f"{suggest(str(value), choices)}"
+                f"{did_you_mean(value, choices)}"
             )
         elif (rule := schema.RANGES.get(f"{name}.{key}")) and not rule[0](value):
             errors.append(f"{name}.{key} in {where} must be {rule[1]}, got {value!r}.")
@@ -226,7 +228,9 @@ def load_recipe(
         for section in layer:
             origins.setdefault(section, source)
             if section not in schema.TOP_LEVEL:
-                errors.append(f"Unknown section {section} in {source}.{suggest(section, schema.TOP_LEVEL)}")
+                errors.append(
+                    f"Unknown section {section} in {source}.{did_you_mean(section, schema.TOP_LEVEL)}"
+                )
         merge_layer(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
     for section in (*schema.SECTIONS, "trainer"):
         _check_section(section, config[section], origins, errors)

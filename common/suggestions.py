@@ -1,0 +1,25 @@
+"""The "Did you mean ...?" of every error that names an unknown key, choice, recipe, reward or parameter."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+from typing import Any
+
+
+def did_you_mean(word: Any, options: Iterable, *, prefix: str = "", quote: bool = False) -> str:
+    """' Did you mean PREFIXoption?' for the closest option, ignoring case (``AUTO`` -> ``auto``), or ''.
+
+    ``quote`` writes the option as a quoted string (``'correctness'``), as spec errors name their keys.
+
+    >>> did_you_mean("learnin_rate", ["learning_rate", "max_steps"], prefix="trainer.")
+    ' Did you mean trainer.learning_rate?'
+    >>> did_you_mean("Corectness", ["correctness", "format"], quote=True)
+    " Did you mean 'correctness'?"
+    """
+    by_lower = {str(o).lower(): o for o in options}
+    close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    option = by_lower[close[0]]
+    return f" Did you mean {prefix}{repr(str(option)) if quote else option}?"
