@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from callbacks.machines import Part
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,7 +25,7 @@ class UploadJob:
     step: int
     staged: Path
     world_size: int = 1
-    part: object = None  # callbacks.machines.Part on a run spread over machines without a shared disk
+    part: Part | None = None  # on a run spread over machines without a shared disk
 
 
 class BackgroundUploader:
