@@ -3,6 +3,7 @@
     python benchmarks/decode_ops.py gsm8k_tiny                        # the tiny model on a CPU, seconds
     python benchmarks/decode_ops.py gsm8k_llama --batch 24 --steps 32  # on a GPU, the recipe's model
     python benchmarks/decode_ops.py gsm8k_llama --random-weights meta-llama/Llama-3.1-8B-Instruct --layers 2
+    python benchmarks/decode_ops.py gsm8k_llama --batch 24 --steps 32 --compiled      # + the compiled step
 
 A decode step is one forward of one token per sequence, plus sampling and cache bookkeeping. Every aten operator
 it runs is at least one kernel launch on a GPU, and Python works for each; counted with a ``TorchDispatchMode``,
@@ -10,6 +11,8 @@ the number is the same on a CPU. Per step = (generating N + K tokens) - (generat
 prefill and set-up cancel out. Rows: the base model, and the model with the recipe's LoRA adapter on it, as GRPO
 generates (peft's LoRA branch runs on every adapted projection), and that model with the adapter merged for
 generation (``recipes.merged_lora``: one matmul per projection again), as ``lora.merged_generation`` runs it.
+``--compiled`` adds that model decoded with a static cache and a compiled step (``model.compiled_generation``);
+its operators run inside compiled kernels, so only its time is measured (first a pause to compile).
 
 ``--random-weights NAME`` measures a shipped shape with random weights (no download); ``--layers N`` keeps N of
 its decoder layers at full width, a size a CPU can decode. Operators grow by the same count with every layer, so
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import sys
 import tempfile
 import time
@@ -33,6 +37,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from benchmarks.step_timer import build_random_model
 from common.errors import exit_status
+from recipes.compiled_generation import compile_generation
 from recipes.evaluation.generation import prompt_token_ids
 from recipes.merged_lora import merged_lora
 from recipes.model import load_model_and_tokenizer, lora_config
@@ -52,46 +57,57 @@ class OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def _generate(model, batch, tokens: int, count: bool) -> tuple[float, int]:
-    """(seconds, operators) of one sampled ``generate`` of exactly ``tokens`` new tokens per sequence."""
+def _generate(model, batch, tokens: int, count: bool, config=None) -> tuple[float, int]:
+    """(seconds, operators) of one sampled ``generate`` of exactly ``tokens`` new tokens per sequence, with the
+    generation ``config`` when given."""
     counter = OpCounter()
     sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
+    config = copy.deepcopy(config or model.generation_config)
+    config.update(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True)
     with torch.no_grad(), counter if count else contextlib.nullcontext():
-        model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True)
+        model.generate(**batch, generation_config=config)
     sync()
     return time.perf_counter() - start, counter.ops
 
 
-def _gpu_kernel_seconds(model, batch, tokens: int) -> float:
+def _gpu_kernel_seconds(model, batch, tokens: int, config=None) -> float:
     """Seconds the GPU spent in kernels during one ``generate`` of ``tokens`` tokens (torch profiler)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        _generate(model, batch, tokens, count=False)
+        _generate(model, batch, tokens, count=False, config=config)
     # The kernels' own events only, as torch's table totals them: an operator's event also carries its kernels.
     kernels = [e for e in prof.events() if e.device_type == DeviceType.CUDA and not e.is_user_annotation]
     return sum(e.self_device_time_total for e in kernels) / 1e6
 
 
-def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4) -> dict:
+def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4, compiled: bool = False) -> dict:
     """``{"ops_per_step", "ms_per_step"}`` of decoding ``batch`` (input_ids, attention_mask), and on a GPU
     ``gpu_ms_per_step``: the kernels' share of the step. Far below ``ms_per_step``, the GPU waits on the host.
 
-    Timing runs without the counter (its Python hook slows every operator) and after one warm-up generate.
+    Timing runs without the counter (its Python hook slows every operator) and after one warm-up generate of the
+    longer length, so a static cache is sized, and a ``compiled`` step compiled, before anything is measured.
+    ``compiled``: decode with a static cache and a compiled step; ``ops_per_step`` is then None.
     """
-    _generate(model, batch, prefix, count=False)  # warm-up: lazy allocations, kernel selection
-    short_ops, long_ops = (_generate(model, batch, n, count=True)[1] for n in (prefix, prefix + steps))
-    short = min(_generate(model, batch, prefix, count=False)[0] for _ in range(2))
-    long = min(_generate(model, batch, prefix + steps, count=False)[0] for _ in range(2))
-    profile = {
-        "ops_per_step": (long_ops - short_ops) / steps,
-        "ms_per_step": 1000 * max(long - short, 0.0) / steps,
-    }
+    config = None
+    if compiled:
+        config = copy.deepcopy(model.generation_config)
+        compile_generation(config, model.device.type)
+    _generate(
+        model, batch, prefix + steps, count=False, config=config
+    )  # warm-up: allocations, kernels, compile
+    ops = None
+    if not compiled:
+        short_ops, long_ops = (_generate(model, batch, n, count=True)[1] for n in (prefix, prefix + steps))
+        ops = (long_ops - short_ops) / steps
+    short = min(_generate(model, batch, prefix, count=False, config=config)[0] for _ in range(2))
+    long = min(_generate(model, batch, prefix + steps, count=False, config=config)[0] for _ in range(2))
+    profile = {"ops_per_step": ops, "ms_per_step": 1000 * max(long - short, 0.0) / steps}
     if model.device.type == "cuda":
-        kernels = [_gpu_kernel_seconds(model, batch, n) for n in (prefix, prefix + steps)]
+        kernels = [_gpu_kernel_seconds(model, batch, n, config) for n in (prefix, prefix + steps)]
         profile["gpu_ms_per_step"] = 1000 * max(kernels[1] - kernels[0], 0.0) / steps
     return profile
 
@@ -105,12 +121,15 @@ def policy_decode_profile(trainer, batch_size: int, steps: int = 16) -> dict:
     prompts = prompt_token_ids(tokenizer, list(rows["prompt"]))
     batch = tokenizer.pad({"input_ids": prompts}, return_tensors="pt").to(trainer.model.device)
     merge = getattr(trainer, "merged_generation", False)
-    with merged_lora(trainer.model) if merge else contextlib.nullcontext():
-        return {**decode_profile(trainer.model, batch, steps=steps), "merged": merge}
+    compiled = getattr(trainer, "compiled_generation", False)
+    with merged_lora(trainer.model, keep=compiled) if merge else contextlib.nullcontext():
+        profile = decode_profile(trainer.model, batch, steps=steps, compiled=compiled)
+    return {**profile, "merged": merge, "compiled": compiled}
 
 
-def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
-    """Rows for the recipe's base model, with the recipe's (fresh) LoRA adapter, and with it merged."""
+def profile_recipe(recipe, batch_size: int, steps: int, compiled: bool = False) -> list[dict]:
+    """Rows for the recipe's base model, with the recipe's (fresh) LoRA adapter, with it merged, and when
+    ``compiled`` merged and decoded by a compiled step."""
     from peft import get_peft_model
 
     model, tokenizer = load_model_and_tokenizer(recipe.config["model"])
@@ -126,8 +145,11 @@ def profile_recipe(recipe, batch_size: int, steps: int) -> list[dict]:
     adapted.eval()
     lora = f"+ LoRA r={recipe.config['lora']['r']}"
     rows.append({"model": lora, **decode_profile(adapted, batch, steps=steps)})
-    with merged_lora(adapted):
+    with merged_lora(adapted, keep=compiled):
         rows.append({"model": f"{lora}, merged", **decode_profile(adapted, batch, steps=steps)})
+        if compiled:
+            row = decode_profile(adapted, batch, steps=steps, compiled=True)
+            rows.append({"model": f"{lora}, merged, compiled", **row})
     return rows
 
 
@@ -140,8 +162,8 @@ def format_table(recipe_name: str, batch_size: int, rows: list[dict]) -> str:
         "|---|---|---|" + ("---|" if gpu else ""),
     ]
     lines += [
-        f"| {r['model']} | {r['ops_per_step']:.0f} | {r['ms_per_step']:.1f} |"
-        + (f" {r['gpu_ms_per_step']:.1f} |" if gpu else "")
+        f"| {r['model']} | {'in compiled kernels' if r['ops_per_step'] is None else round(r['ops_per_step'])} |"
+        f" {r['ms_per_step']:.1f} |" + (f" {r['gpu_ms_per_step']:.1f} |" if gpu else "")
         for r in rows
     ]
     return "\n".join(lines)
@@ -155,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=16, help="decode steps measured (default 16)")
     parser.add_argument("--random-weights", choices=list(SHAPES), help="random-weight model of this shape")
     parser.add_argument("--layers", type=int, help="with --random-weights: this many decoder layers")
+    parser.add_argument("--compiled", action="store_true", help="add a row decoded by a compiled step")
     args = parser.parse_intermixed_args(argv)
     if args.layers is not None and (not args.random_weights or args.layers < 1):
         parser.error("--layers takes a positive number and needs --random-weights")
@@ -166,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                 config = config_for(args.random_weights, layers=args.layers)
                 build_random_model(config, Path(tmp), recipe.config["model"]["dtype"])
                 recipe = load_recipe(args.recipe, [*args.overrides, f"model.name_or_path={tmp}"])
-            print(format_table(recipe.name, args.batch, profile_recipe(recipe, args.batch, args.steps)))
+            rows = profile_recipe(recipe, args.batch, args.steps, args.compiled)
+            print(format_table(recipe.name, args.batch, rows))
 
     return exit_status(measure)
 

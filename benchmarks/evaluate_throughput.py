@@ -11,6 +11,8 @@ call. Completions stop at EOS, so rows can differ in tokens generated: the table
 too. vLLM rows need vLLM installed (default engines: hf, plus vllm when it is installed). Timing excludes
 model loading and one warm-up batch per engine. With ``--adapter`` the tuned model is measured, generating as
 evaluate.py does (merged when ``lora.merged_generation`` says so; compare with ``lora.merged_generation=false``).
+With ``model.compiled_generation=true`` each batch size is first compiled on the longest prompts, outside the
+timing; a last, smaller batch still compiles inside it (choose questions x samples a multiple of the batch size).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from common.errors import exit_status
+from recipes.compiled_generation import use_compiled_generation
 from recipes.data import load_split
 from recipes.evaluation.generation import Decoding, derive_seed, load_generator, prompt_token_ids
 from recipes.evaluation.questions import eval_data, select_questions
@@ -71,12 +74,22 @@ def run(args) -> list[dict]:
     results = []
     for engine in args.engines:
         merged = engine == "hf" and args.adapter is not None and use_merged_generation(recipe)
+        compiled = engine == "hf" and use_compiled_generation(recipe)
         generator, tokenizer = load_generator(
-            engine, recipe.config["model"], args.adapter, decoding, seed=args.seed, merged=merged
+            engine,
+            recipe.config["model"],
+            args.adapter,
+            decoding,
+            seed=args.seed,
+            merged=merged,
+            compiled=compiled,
         )
         prompts = prompt_token_ids(tokenizer, rows["prompt"])
-        generator.generate(prompts[:2], [0, 1])  # warm-up: kernels, caches, lazy allocations
+        if not compiled:  # compiled, each batch size gets its own warm-up below
+            generator.generate(prompts[:2], [0, 1])  # warm-up: kernels, caches, lazy allocations
         for batch_size in args.batch_sizes:
+            if compiled:  # compile this batch size with the longest cache first, outside the timing
+                generator.generate([max(prompts, key=len)] * batch_size, list(range(batch_size)))
             seconds, completions, tokens = time_engine(
                 generator, prompts, rows["id"], args.samples, batch_size, args.seed
             )

@@ -65,11 +65,14 @@ def _row(label: str, s, floor: float | None) -> str:
 def decode_line(decode: dict, batch: int) -> str:
     """One decode step of the trained policy, as the trainer generates (benchmarks/decode_ops.py)."""
     how = "adapter merged" if decode["merged"] else "peft's LoRA branch"
-    gpu = f", GPU kernels {decode['gpu_ms_per_step']:.1f} ms" if "gpu_ms_per_step" in decode else ""
-    return (
-        f"decode step ({batch} sequences, {how}): {decode['ops_per_step']:.0f} aten ops, "
-        f"{decode['ms_per_step']:.1f} ms{gpu}"
+    how += ", compiled step" if decode["compiled"] else ""
+    ops = (
+        "ops in compiled kernels"
+        if decode["ops_per_step"] is None
+        else f"{decode['ops_per_step']:.0f} aten ops"
     )
+    gpu = f", GPU kernels {decode['gpu_ms_per_step']:.1f} ms" if "gpu_ms_per_step" in decode else ""
+    return f"decode step ({batch} sequences, {how}): {ops}, {decode['ms_per_step']:.1f} ms{gpu}"
 
 
 def report(recipe, steps: list, plan, t: dict, hardware: str | None, card_bytes: int, device: str) -> str:

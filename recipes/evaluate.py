@@ -156,6 +156,7 @@ def evaluate(
         "%d of %d samples already in %s; %d to generate.", finished, len(units), out, len(units) - finished
     )
     if pending:
+        from recipes.compiled_generation import use_compiled_generation
         from recipes.merged_lora import use_merged_generation
 
         generator, tokenizer = generation.load_generator(
@@ -165,6 +166,7 @@ def evaluate(
             decoding,
             seed=seed,
             merged=engine == "hf" and folder is not None and use_merged_generation(recipe),
+            compiled=engine == "hf" and use_compiled_generation(recipe),
         )
         prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
         style = format_style(recipe.config["rewards"])

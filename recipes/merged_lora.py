@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import weakref
 
 import torch
 import torch.nn.functional as F
@@ -36,9 +37,18 @@ class MergedLinear(torch.nn.Module):
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
         super().__init__()
-        self.weight = weight
+        # Frozen parameters: a compiled decode step (CUDA graphs) treats parameters as fixed addresses.
+        self.weight = torch.nn.Parameter(weight, requires_grad=False)
         # A copy: the base layer's own bias must stay out of reach of anything that casts this module.
-        self.bias = bias.detach().to(weight.dtype, copy=True) if bias is not None else None
+        bias = bias.detach().to(weight.dtype, copy=True) if bias is not None else None
+        self.bias = torch.nn.Parameter(bias, requires_grad=False) if bias is not None else None
+
+    def refill(self, weight: torch.Tensor) -> bool:
+        """Copy a newly merged weight into this one, keeping its address; False when the shapes differ."""
+        if weight.shape != self.weight.shape or weight.dtype != self.weight.dtype:
+            return False
+        self.weight.copy_(weight)
+        return True
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         return F.linear(x.to(self.weight.dtype), self.weight, self.bias).to(x.dtype)
@@ -94,11 +104,31 @@ def _check_mergeable(layer, where: str) -> None:
         )
 
 
-def merge_adapters(model: torch.nn.Module) -> list[tuple]:
+# LoRA layer -> the MergedLinear it generated with last, for ``keep=True``; weak, so a dropped model frees them.
+_KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _merged_linear(layer, keep: bool) -> MergedLinear:
+    weight = _merged_weight(layer)
+    kept = _KEPT.get(layer) if keep else None
+    if kept is not None and kept.refill(weight):
+        return kept
+    merged = MergedLinear(weight, layer.base_layer.bias)
+    if keep:
+        _KEPT[layer] = merged
+    return merged
+
+
+def merge_adapters(model: torch.nn.Module, keep: bool = False) -> list[tuple]:
     """Give every active LoRA layer of ``model`` a merged base layer; returns what ``restore_adapters`` puts back.
 
     Dropping the returned list instead makes the merge permanent and frees the original base layers (an evaluation
     that only generates). A model without active LoRA layers is left unchanged.
+
+    Args:
+        keep: Keep the merged copies between merges and refill them in place, so every generation computes with
+            tensors at the same addresses: a compiled decode step's CUDA graphs would otherwise be recorded again
+            each time. They then hold their memory between generations too (the planner counts it).
 
     Raises:
         UserError: a LoRA layer that cannot be merged (a base other than a plain or 4-bit linear, a LoRA bias or
@@ -117,7 +147,7 @@ def merge_adapters(model: torch.nn.Module) -> list[tuple]:
     try:
         for _, layer in active:
             with torch.no_grad():
-                merged = MergedLinear(_merged_weight(layer), layer.base_layer.bias)
+                merged = _merged_linear(layer, keep)
             originals.append((layer, layer.base_layer))
             layer.base_layer = merged
             # Marked merged, peft's forward runs the base layer alone.
@@ -136,13 +166,13 @@ def restore_adapters(originals: list[tuple]) -> None:
 
 
 @contextlib.contextmanager
-def merged_lora(model: torch.nn.Module):
+def merged_lora(model: torch.nn.Module, keep: bool = False):
     """Inside the block the model's active LoRA layers compute with merged weights; on exit the originals are back.
 
     The original base modules are never written to, so leaving the block restores them exactly, however often
-    it is entered.
+    it is entered. ``keep``: as for ``merge_adapters``.
     """
-    originals = merge_adapters(model)
+    originals = merge_adapters(model, keep)
     try:
         yield model
     finally:

@@ -46,6 +46,7 @@ def build_trainer(recipe, callbacks=()):
     from accelerate import PartialState
 
     from callbacks.progress import use_short_progress
+    from recipes.compiled_generation import use_compiled_generation
     from recipes.data import load_split
     from recipes.merged_lora import use_merged_generation
     from recipes.model import load_model, load_tokenizer, lora_config
@@ -57,10 +58,12 @@ def build_trainer(recipe, callbacks=()):
     tokenizer = load_tokenizer(recipe.config["model"])
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
-    merged = use_merged_generation(recipe)  # before the weights: a refusal should not wait for them
+    # Before the weights: a refusal should not wait for them.
+    merged, compiled = use_merged_generation(recipe), use_compiled_generation(recipe)
     model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
     trainer = MergedGenerationTrainer(
         merged_generation=merged,
+        compiled_generation=compiled,
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(recipe),

@@ -37,6 +37,12 @@ SECTIONS: dict[str, dict[str, Key]] = {
         ),
         "attn_implementation": Key((str, None), "sdpa", "eager | sdpa | flash_attention_2 | ..."),
         "trust_remote_code": Key((bool,), False, "run modelling code shipped with the checkpoint"),
+        "compiled_generation": Key(
+            (bool,),
+            False,
+            "decode with a static KV cache and a torch.compile'd step, CUDA graphs on a GPU "
+            "(recipes/compiled_generation.py); not with bitsandbytes, vLLM, FSDP or ZeRO-3",
+        ),
     },
     "lora": {
         "r": Key((int,), 16, "adapter rank"),

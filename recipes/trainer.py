@@ -1,4 +1,5 @@
-"""TRL's GRPOTrainer with the project's generation path: the adapter merged while generating (lora.merged_generation).
+"""TRL's GRPOTrainer with the project's generation path: the adapter merged while generating
+(lora.merged_generation), and a static cache with a compiled decode step (model.compiled_generation).
 
 Used by ``recipes/run.py``; not a command of its own.
 """
@@ -9,21 +10,27 @@ import contextlib
 
 from trl import GRPOTrainer
 
+from recipes.compiled_generation import compile_generation
 from recipes.merged_lora import merged_lora
 
 
 class MergedGenerationTrainer(GRPOTrainer):
-    """TRL's GRPOTrainer, generating with the adapter merged when ``merged_generation`` (``lora.merged_generation``).
+    """TRL's GRPOTrainer, generating with the adapter merged when ``merged_generation`` (``lora.merged_generation``)
+    and with a compiled decode step when ``compiled_generation`` (``model.compiled_generation``).
 
     Only the Hugging Face ``generate`` path changes: TRL's vLLM modes sync merged weights to vLLM themselves, and
     its continuous batching casts the model it generates with (``use_merged_generation`` refuses or skips both).
     """
 
-    def __init__(self, *args, merged_generation: bool, **kwargs):
+    def __init__(self, *args, merged_generation: bool, compiled_generation: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
         self.merged_generation = merged_generation
+        self.compiled_generation = compiled_generation
+        if compiled_generation:  # TRL builds its generation config with compiling switched off
+            compile_generation(self.generation_config, self.accelerator.device.type)
 
     def _generate_single_turn(self, *args, **kwargs):
         merge = self.merged_generation and not (self.use_vllm or self.use_transformers_continuous_batching)
-        with merged_lora(self.model) if merge else contextlib.nullcontext():
+        # Compiled, the merged copies keep their addresses from one generation to the next (CUDA graphs).
+        with merged_lora(self.model, keep=self.compiled_generation) if merge else contextlib.nullcontext():
             return super()._generate_single_turn(*args, **kwargs)

@@ -64,15 +64,17 @@ def test_an_adapter_is_measured_as_evaluate_generates_it(bench, tiny_model_dir, 
     )
     loaded = []
 
-    def spy(engine, model, adapter, decoding, *, seed, merged):
-        loaded.append((adapter, merged))
-        return real(engine, model, adapter, decoding, seed=seed, merged=merged)
+    def spy(engine, model, adapter, decoding, *, seed, merged, compiled):
+        loaded.append((adapter, merged, compiled))
+        return real(engine, model, adapter, decoding, seed=seed, merged=merged, compiled=compiled)
 
     real = bench.load_generator
     monkeypatch.setattr(bench, "load_generator", spy)
-    for override in ([], ["lora.merged_generation=false"]):
+    compiled = ["model.compiled_generation=true", "--batch-sizes", "4"]  # one batch size: one compile
+    for override, batch_sizes in (([], 2), (["lora.merged_generation=false"], 2), (compiled, 1)):
         results = bench.run(
             bench.build_parser().parse_intermixed_args([*SMALL, "--adapter", str(tmp_path), *override])
         )
-        assert [r["completions"] for r in results] == [4, 4]
-    assert loaded == [(tmp_path, True), (tmp_path, False)]  # auto merges on a CPU; false keeps peft's branch
+        assert [r["completions"] for r in results] == [4] * batch_sizes
+    # auto merges on a CPU; false keeps peft's branch; compiled decoding only when asked
+    assert loaded == [(tmp_path, True, False), (tmp_path, False, False), (tmp_path, True, True)]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common.errors import UserError
+from recipes.compiled_generation import compile_generation
 
 # vLLM compiles LoRA kernels for these ranks only; an adapter needs the smallest one at least its rank.
 VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
@@ -160,11 +161,14 @@ def generation_config(base, decoding: Decoding, pad_token_id: int):
 class HFGenerator:
     """Many prompts per ``model.generate`` call, left-padded to a common length."""
 
-    def __init__(self, model, tokenizer, decoding: Decoding):
+    def __init__(self, model, tokenizer, decoding: Decoding, compiled: bool = False):
         self.model, self.tokenizer = model, tokenizer
         # New tokens are appended on the right, so padding must sit on the left.
         tokenizer.padding_side = "left"
         self.config = generation_config(model.generation_config, decoding, tokenizer.pad_token_id)
+        self.compiled = compiled
+        if compiled:  # model.compiled_generation
+            compile_generation(self.config, model.device.type)
         eos = self.config.eos_token_id if self.config.eos_token_id is not None else tokenizer.eos_token_id
         self.stop_ids = set(eos) if isinstance(eos, list) else {eos}
 
@@ -175,7 +179,8 @@ class HFGenerator:
         batch = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
         batch = batch.to(self.model.device)
         torch.manual_seed(derive_seed(*seeds))  # seeds every device, CUDA included
-        with torch.inference_mode():
+        # Compiled, no_grad as in training: inference tensors would need a compiled step of their own.
+        with torch.no_grad() if self.compiled else torch.inference_mode():
             output = self.model.generate(**batch, generation_config=self.config)
         return [self._completion(row) for row in output[:, batch["input_ids"].shape[1] :].tolist()]
 
@@ -242,7 +247,14 @@ class VLLMGenerator:
 
 
 def load_generator(
-    engine: str, model: dict, adapter: Path | None, decoding: Decoding, *, seed: int, merged: bool = False
+    engine: str,
+    model: dict,
+    adapter: Path | None,
+    decoding: Decoding,
+    *,
+    seed: int,
+    merged: bool = False,
+    compiled: bool = False,
 ):
     """(generator, tokenizer) for ``engine`` (``hf`` or ``vllm``), with the adapter applied when given.
 
@@ -253,6 +265,7 @@ def load_generator(
         decoding: Sampling settings.
         seed: Engine-wide seed (vLLM); per-request seeds go to ``generate``.
         merged: ``hf`` with an adapter: generate with it merged, as training does (``lora.merged_generation``).
+        compiled: ``hf``: decode with a static cache and a compiled step (``model.compiled_generation``).
     """
     from recipes.model import load_model_and_tokenizer, load_tokenizer
 
@@ -280,4 +293,4 @@ def load_generator(
 
             merge_adapters(base)  # for good: this model only generates, and the unmerged layers are freed
     base.eval()
-    return HFGenerator(base, tokenizer, decoding), tokenizer
+    return HFGenerator(base, tokenizer, decoding, compiled), tokenizer

@@ -80,7 +80,7 @@ def generate_context(trainer):
     )
     if getattr(trainer, "merged_generation", False):  # generate as the trainer does (recipes/merged_lora.py)
         try:
-            stack.enter_context(merged_lora(model))
+            stack.enter_context(merged_lora(model, keep=getattr(trainer, "compiled_generation", False)))
         except BaseException:  # leave TRL's context (activation checkpointing back on) before the error rises
             stack.close()
             raise
@@ -109,7 +109,9 @@ def evaluate_live(trainer, plan: HeldoutPlan, step: int) -> list[dict]:
     with stack, torch.random.fork_rng(devices=devices):
         model.eval()
         try:
-            generator = HFGenerator(model, tokenizer, plan.decoding)
+            generator = HFGenerator(
+                model, tokenizer, plan.decoding, getattr(trainer, "compiled_generation", False)
+            )
             for i, batch in enumerate(calls):
                 seeds = [derive_seed(plan.seed, plan.rows[q]["id"], k) for q, k in batch]
                 completions = generator.generate([prompts[q] for q, _ in batch], seeds)

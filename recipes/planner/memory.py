@@ -43,11 +43,14 @@ Training phase (one micro-batch of B sequences, padded to S):
                   holds 7 fp32 copies and a bool mask of each min(N, 4096) x min(V, 32768) tile.
   dequant         4/8-bit: the largest linear dequantised to w for its matmul.
 Generation phase (transformers generate on the G prompts, no grad):
-  kv cache        2 x L x kv x w x G x S, + one layer for the torch.cat that grows the cache.
+  kv cache        2 x L x kv x w x G x S, + one layer for the torch.cat that grows the cache (none with
+                  model.compiled_generation: a static cache is allocated once at its full length).
   merged weights  lora.merged_generation (auto: float32 weights, on a card where the merged peak fits): a copy of
                   every adapted linear with its update merged, n x w, made before the first token; while it is
                   made, one linear's float32 sum, its update (twice in the adapter dtype, plus a float32 copy of a
-                  bf16 one) and, on a 4/8-bit base, its dequantised weight at w.
+                  bf16 one) and, on a 4/8-bit base, its dequantised weight at w. With model.compiled_generation
+                  the copies are kept between generations (a CUDA graph replays fixed addresses), so they are
+                  beside the training phase too.
   gen workspace   G x P x (m + 4h) for the prefill MLP + 3 x 4 x G x V for last-token logits and sampling, where
                   m is the largest of 3a x i (gate, up and their product); with gate/up adapted i x (2a + 2o),
                   o the adapter output's bytes (a under autocast, else the adapter dtype); with down_proj adapted
@@ -244,6 +247,7 @@ def plan_memory(
     states, state_bytes = OPTIMIZERS[t["optim"]]
     vllm = t["vllm_mode"] if t["use_vllm"] else "off"
     # Merging applies to transformers' generate only; auto merges float32 weights without dropout only.
+    from recipes.compiled_generation import compile_declines
     from recipes.merged_lora import auto_declines
 
     setting = lora["merged_generation"]
@@ -252,6 +256,11 @@ def plan_memory(
     largest_adapted = max((x.in_features * x.out_features for x in targets), default=0)
     merge_temporaries = 4 + 2 * lora_bytes + (4 if lora_bytes == 2 else 0) + (w if quant != "none" else 0)
     kv_layer = 2 * kv * w * g * s  # one layer's keys and values for the whole generation batch
+    compiled = (
+        bool(model.get("compiled_generation"))
+        and vllm == "off"
+        and not compile_declines({"model": model, "trainer": t})
+    )
     return MemoryPlan(
         base_params=shape.base_params,
         trainable_params=trainable,
@@ -279,10 +288,11 @@ def plan_memory(
         backward_workspace=tokens * (3 * a * i + 8 * h),
         logprob_workspace=logprob,
         dequant_buffer=0 if quant == "none" else largest_linear * w,
-        kv_cache=(n_layers + 1) * kv_layer if vllm == "off" else 0,
+        kv_cache=(n_layers + (0 if compiled else 1)) * kv_layer if vllm == "off" else 0,
         generation_workspace=g * p * (prefill_mlp + 4 * h) + 12 * g * v if vllm == "off" else 0,
         vllm_need=shape.base_params * w + n_layers * kv_layer if vllm == "colocate" else 0,
         merge=merge,
         merged_weights=sum(x.in_features * x.out_features for x in targets) * w if merge != "off" else 0,
         merge_workspace=largest_adapted * merge_temporaries if merge != "off" else 0,
+        compiled=compiled,
     )

@@ -46,6 +46,9 @@ class MemoryPlan:
     merge: str = "off"  # lora.merged_generation as it applies here: "on", "off", or "auto" (on where it fits)
     merged_weights: int = 0  # the adapted linears' merged copies, while generating (when merging)
     merge_workspace: int = 0  # the largest linear's temporaries while its merged copy is made
+    compiled: bool = (
+        False  # model.compiled_generation: merged copies are kept for good (CUDA graphs' addresses)
+    )
     reference_model: int = 0
     host_optimizer: int = 0  # host RAM of an optimizer offloaded by ZeRO-2, all ranks together
 
@@ -83,6 +86,11 @@ class MemoryPlan:
             return self.merged_weights + max(generate, self.merge_workspace) if merged else generate
         return self.vllm_share(card_bytes) if self.vllm_sleep else 0
 
+    def kept_merged(self, card_bytes: int, *, merged: bool | None = None) -> int:
+        """The merged copies a compiled decode step keeps through training too (0 unless compiled and merging)."""
+        merged = self.merges(card_bytes) if merged is None else merged
+        return self.merged_weights if self.compiled and merged and self.vllm == "off" else 0
+
     def peak(self, card_bytes: int, *, merged: bool | None = None) -> int:
         """Expected peak on a card of ``card_bytes`` (the card matters for a vLLM share and ``auto`` merging).
 
@@ -90,7 +98,11 @@ class MemoryPlan:
         """
         awake = 0 if self.vllm_sleep else self.vllm_share(card_bytes)
         phase = self.generation_phase(card_bytes, merged=merged)
-        return self.resident + awake + max(phase, self.training_phase)
+        return (
+            self.resident
+            + awake
+            + max(phase, self.training_phase + self.kept_merged(card_bytes, merged=merged))
+        )
 
     def vllm_share_range(self, card_bytes: int) -> tuple[float, float]:
         """(smallest, largest) ``vllm_gpu_memory_utilization`` for a colocated vLLM on this card, in hundredths.

@@ -135,6 +135,11 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
             ("log-prob workspace (fused LM head)", plan.logprob_workspace),
             *([("4/8-bit dequantisation buffer", plan.dequant_buffer)] if plan.dequant_buffer else []),
             ("phase peak: backward through the head or the layers", plan.training_phase),
+            *(
+                [("+ merged LoRA weights kept (model.compiled_generation)", plan.merged_weights)]
+                if plan.compiled and plan.merged_weights
+                else []
+            ),
         ],
         f"generation phase ({plan.generation_batch} sequences)": [
             (f"merged LoRA weights (lora.merged_generation={merge_label})", plan.merged_weights),
@@ -155,6 +160,11 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         f"  {plan.base_params:,} base parameters; {lora}: {plan.trainable_params:,} trainable",
         f"  per-device batch {plan.batch} x ({tokens}) tokens; generation batch {plan.generation_batch}; "
         + f"checkpointing {'off' if ck else 'on'}; vLLM {vllm}",
+        *(
+            ["  generation: static KV cache, compiled decode step (model.compiled_generation)"]
+            if plan.compiled
+            else []
+        ),
     ]
     for title, rows in sections.items():
         lines += [

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The GPU measurements of docs/PERFORMANCE.md ("The fast one-GPU path"), one part at a time:
+#   bash benchmarks/gpu_tables.sh OUT_DIR [PART ...]
+# PART: llama qlora qwen_small decode evaluate (default: all of them, about 35 minutes on an H100 or H200).
+# Each part prints its tables and keeps them in OUT_DIR/PART.txt. Random weights of the real shapes: nothing is
+# downloaded, and every completion runs to its full length, the case the hardware floor describes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out=${1:?usage: bash benchmarks/gpu_tables.sh OUT_DIR [PART ...]}
+shift
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(llama qlora qwen_small decode evaluate)
+mkdir -p "$out"
+python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'error: no CUDA GPU visible')"
+
+llama=meta-llama/Llama-3.1-8B-Instruct
+qwen_small=Qwen/Qwen2.5-1.5B-Instruct
+
+# One GRPO benchmark row set per generation path: peft's branch (the old default), merged, merged and compiled.
+paths() {
+    local recipe=$1 shape=$2
+    shift 2
+    for setting in "lora.merged_generation=false" "lora.merged_generation=true" \
+        "lora.merged_generation=true model.compiled_generation=true"; do
+        echo "== $recipe, $setting"
+        # shellcheck disable=SC2086  # $setting holds one or two overrides
+        python benchmarks/grpo_step.py "$recipe" --random-weights "$shape" --steps 4 $setting "$@"
+    done
+}
+
+for part in "${parts[@]}"; do
+    case $part in
+        llama) paths gsm8k_llama "$llama" ;;
+        # transformers does not compile bitsandbytes models: branch and merged (dequantised) only.
+        qlora) for merged in false true; do
+                   echo "== gsm8k_llama_qlora, lora.merged_generation=$merged"
+                   python benchmarks/grpo_step.py gsm8k_llama_qlora --random-weights "$llama" --steps 4 \
+                       "lora.merged_generation=$merged"
+               done ;;
+        qwen_small) paths gsm8k_qwen_small "$qwen_small" ;;
+        decode) python benchmarks/decode_ops.py gsm8k_llama --random-weights "$llama" --batch 24 --steps 32 \
+                    --compiled ;;
+        evaluate)
+            folder=$(mktemp -d)
+            python -c "
+import sys; from pathlib import Path
+from benchmarks.step_timer import build_random_model
+from recipes.planner.shapes import config_for
+build_random_model(config_for('$qwen_small'), Path(sys.argv[1]), 'bfloat16')" "$folder"
+            for setting in "" "model.compiled_generation=true"; do
+                echo "== evaluate, gsm8k_qwen_small on random weights ${setting:-(plain generate)}"
+                # shellcheck disable=SC2086
+                python benchmarks/evaluate_throughput.py gsm8k_qwen_small "model.name_or_path=$folder" $setting \
+                    --questions 64 --samples 4 --max-new-tokens 256 --batch-sizes 64,256 --engines hf
+            done
+            rm -rf "$folder" ;;
+        *) echo "error: unknown part '$part'; the parts are llama qlora qwen_small decode evaluate" >&2; exit 2 ;;
+    esac 2>&1 | tee "$out/$part.txt"
+done

@@ -1,0 +1,162 @@
+"""Compiled decoding (recipes/compiled_generation.py): a static cache and a torch.compile'd step write the same
+tokens as plain ``generate``, change nothing that training computes, and are refused where they cannot run."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from test_merged_lora import PROMPTS, adapted, assert_trained_alike, random_shape, two_grpo_steps
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from recipes.compiled_generation import use_compiled_generation
+from recipes.evaluation.generation import Decoding, HFGenerator
+from recipes.layers import RecipeError
+from recipes.merged_lora import _KEPT, merge_adapters, merged_lora, restore_adapters
+from recipes.planner.memory import GIB, plan_memory
+from recipes.recipe import load_recipe
+
+
+@pytest.fixture
+def tokenizer(tiny_model_dir):
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+def completions(model, tokenizer, prompts, compiled: bool) -> list[list[int]]:
+    """Greedy token ids through evaluate.py's generator, 20 new tokens each."""
+    generator = HFGenerator(
+        model, tokenizer, Decoding(temperature=0.0, top_p=1.0, max_new_tokens=20), compiled
+    )
+    ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    batch = tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+    config = generator.config
+    with torch.no_grad():
+        out = model.generate(**batch, generation_config=config, min_new_tokens=20)
+    return out[:, batch["input_ids"].shape[1] :].tolist()
+
+
+def training_step(model, batch):
+    """Logits and LoRA gradients of one forward and backward pass."""
+    model.zero_grad()
+    logits = model(**batch).logits
+    logits.log_softmax(-1).mean().backward()
+    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU
+def test_greedy_tokens_are_the_same_compiled_and_plain_and_the_compiled_step_is_reused(
+    tiny_model_dir, tokenizer
+):
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    model = adapted(base)
+    batch = tokenizer(PROMPTS[:1], return_tensors="pt")
+    logits, grads = training_step(model, batch)
+    plain = completions(model, tokenizer, PROMPTS, compiled=False)
+    assert completions(model, tokenizer, PROMPTS, compiled=True) == plain
+    assert hasattr(base, "_compiled_call")  # transformers compiled the decode step
+    with merged_lora(model, keep=True):  # the fast path: compiled over the merged weights
+        assert completions(model, tokenizer, PROMPTS, compiled=True) == plain
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        # Shorter prompts: transformers keeps the longer static cache, so the compiled step is reused as it is.
+        shorter = [PROMPTS[1]] * len(PROMPTS)
+        assert completions(model, tokenizer, shorter, compiled=True) == completions(
+            model, tokenizer, shorter, compiled=False
+        )
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+    # What training computes afterwards is untouched: the same log-probs and LoRA gradients, bit for bit.
+    again, grads_again = training_step(model, batch)
+    assert torch.equal(logits, again)
+    assert grads.keys() == grads_again.keys() and all(torch.equal(grads[n], grads_again[n]) for n in grads)
+
+
+@pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU
+def test_greedy_tokens_are_the_same_compiled_on_a_wider_four_layer_shape(tokenizer):
+    model = adapted(random_shape(tokenizer))
+    plain = completions(model, tokenizer, PROMPTS, compiled=False)
+    with merged_lora(model, keep=True):
+        assert completions(model, tokenizer, PROMPTS, compiled=True) == plain
+
+
+def test_kept_merged_copies_keep_their_addresses_and_follow_the_adapter(tiny_model_dir):
+    from recipes.merged_lora import MergedLinear
+
+    model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    first = merge_adapters(model, keep=True)
+    layer, base = first[0]
+    address, before = layer.base_layer.weight.data_ptr(), layer.base_layer.weight.clone()
+    restore_adapters(first)
+    with torch.no_grad():
+        layer.lora_B["default"].weight.add_(0.5)  # an optimizer step on the adapter
+    with merged_lora(model, keep=True):
+        assert layer.base_layer.weight.data_ptr() == address  # the same tensor, refilled
+        assert not torch.equal(layer.base_layer.weight, before)
+        assert torch.equal(layer.base_layer.weight, base.weight + layer.get_delta_weight("default"))
+    assert layer in _KEPT and layer.base_layer is base
+    assert not any(isinstance(m, MergedLinear) for m in model.modules())
+    after = model.state_dict()
+    assert after.keys() == state.keys()  # the kept copies are never part of the model's state
+    assert all(torch.equal(after[k], state[k]) for k in state if "lora_B" not in k)
+
+
+@pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU
+def test_a_grpo_run_generates_compiled_and_trains_as_without(tmp_path):
+    compiled = two_grpo_steps(tmp_path / "compiled", "model.compiled_generation=true")
+    plain = two_grpo_steps(tmp_path / "plain", "model.compiled_generation=false")
+    # Generation ran compiled, and only when asked.
+    assert hasattr(compiled[2].model.get_base_model(), "_compiled_call")
+    assert not hasattr(plain[2].model.get_base_model(), "_compiled_call")
+    assert_trained_alike(compiled, plain, rel=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides, env, says",
+    [
+        (["model.quantization=4bit"], {}, "does not compile bitsandbytes models"),
+        (["trainer.use_vllm=true"], {}, "vLLM generates"),
+        (["trainer.use_transformers_continuous_batching=true"], {}, "paged cache"),
+        ([], {"ACCELERATE_USE_FSDP": "true"}, "FSDP"),
+        ([], {"ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, "ZeRO-3"),
+    ],
+)
+def test_engines_that_cannot_compile_are_refused(overrides, env, says, monkeypatch):
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    recipe = load_recipe("gsm8k_tiny", ["model.compiled_generation=true", *overrides])
+    with pytest.raises(RecipeError, match=says) as error:
+        use_compiled_generation(recipe)
+    assert "Set model.compiled_generation=false" in str(error.value)
+
+
+def test_the_choice_is_logged_and_off_by_default(caplog):
+    with caplog.at_level(logging.INFO, logger="recipes.compiled_generation"):
+        assert use_compiled_generation(load_recipe("gsm8k_tiny", [])) is False
+        assert use_compiled_generation(load_recipe("gsm8k_tiny", ["model.compiled_generation=true"])) is True
+    assert "static KV cache and a compiled step" in caplog.text
+    with pytest.raises(RecipeError, match="compiled_generation .* must be true/false"):
+        load_recipe("gsm8k_tiny", ["model.compiled_generation=1"])
+
+
+def test_the_planner_keeps_merged_copies_beside_training_and_sizes_the_static_cache_once():
+    def plan(*overrides):
+        return plan_memory(load_recipe("gsm8k_llama", ["lora.merged_generation=true", *overrides]).config)
+
+    plain, compiled = plan(), plan("model.compiled_generation=true")
+    card = 80 * GIB
+    assert plain.kept_merged(card) == 0 and compiled.kept_merged(card) == plain.merged_weights > 10 * GIB
+    # A static cache is allocated at its full length once: no extra layer for the cache growing by torch.cat.
+    assert plain.kv_cache - compiled.kv_cache == plain.kv_cache // 33  # Llama 3.1 8B: 32 layers
+    beside_training = compiled.merged_weights + compiled.training_phase
+    assert compiled.peak(card) == compiled.resident + max(compiled.generation_phase(card), beside_training)
+    # Where the generation phase is small, the copies kept through training set the peak.
+    small = ("trainer.num_generations=2", "trainer.per_device_train_batch_size=2")
+    plain, compiled = plan(*small), plan(*small, "model.compiled_generation=true")
+    assert compiled.peak(card) == compiled.resident + compiled.merged_weights + compiled.training_phase
+    assert compiled.peak(card) > plain.peak(card)
+    qlora = plan_memory(
+        load_recipe(
+            "gsm8k_llama_qlora", ["lora.merged_generation=true", "model.compiled_generation=true"]
+        ).config
+    )
+    assert not qlora.compiled  # refused at the run; never planned as compiled
