@@ -8,7 +8,6 @@ already holds checkpoints is refused unless ``overwrite: true``.
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 import os
@@ -33,6 +32,7 @@ from callbacks.remote import (
     scan_readable,
 )
 from callbacks.stores import Store, is_remote
+from common.suggestions import did_you_mean
 
 logger = logging.getLogger(__name__)
 SYNC_DIR = ".checkpoint_sync"  # inside output_dir: run marker and staging copies
@@ -214,8 +214,7 @@ class Resolver:
             raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
         path = Path(resume).expanduser()
         if not path.exists():
-            close = difflib.get_close_matches(resume, ["latest", "never"], n=1)
-            hint = f" Did you mean {close[0]}?" if close else ""
+            hint = did_you_mean(resume, ["latest", "never"])
             raise CheckpointError(
                 f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, an existing "
                 f"checkpoint folder, or a run's best pointer (.../best).{hint}"

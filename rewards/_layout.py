@@ -8,11 +8,11 @@ Styles:
 
 from __future__ import annotations
 
-import difflib
 import re
 from itertools import islice
 from typing import NamedTuple
 
+from common.suggestions import did_you_mean
 from rewards._parsing import (
     HASH_LINE,
     answer_from_snippet,
@@ -47,8 +47,7 @@ class FormatParts(NamedTuple):
 def check_style(style: str) -> str:
     """Validate a style name; raises ValueError listing the shipped styles."""
     if style not in STYLES:
-        close = difflib.get_close_matches(str(style), STYLES, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        hint = did_you_mean(style, STYLES, quote=True)
         raise ValueError(f"Unknown format style {style!r}.{hint} Available: {', '.join(STYLES)}.")
     return style
 

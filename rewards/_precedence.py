@@ -16,13 +16,13 @@ drop rules). The first rule that finds an answer wins; within a rule, the last c
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from typing import NamedTuple
 
+from common.suggestions import did_you_mean
 from rewards._parsing import (
     HASH_LINE,
     HEDGED,
@@ -124,8 +124,7 @@ def check_precedence(precedence: Sequence[str]) -> tuple[str, ...]:
         )
     for rule in rules:
         if rule not in _RULES:
-            close = difflib.get_close_matches(str(rule), list(_RULES), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(rule, _RULES, quote=True)
             raise ValueError(f"Unknown precedence rule {rule!r}.{hint} Available: {', '.join(_RULES)}.")
     if len(set(rules)) != len(rules):
         raise ValueError(f"precedence lists a rule twice: {list(rules)}.")

@@ -7,12 +7,12 @@ type-checked here; every other key is optional and passed through untouched.
 
 from __future__ import annotations
 
-import difflib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.errors import UserError
+from common.suggestions import did_you_mean
 
 REQUIRED_KEYS = ("id", "sample", "correct")
 _EXAMPLE = '{"id": "gsm8k-test-00042", "sample": 0, "correct": true}'
@@ -62,8 +62,7 @@ def _check_record(obj: object, where: str) -> str | None:
         return f"{where}: expected a JSON object such as {_EXAMPLE}, got a JSON {type(obj).__name__}."
     for key in REQUIRED_KEYS:
         if key not in obj:
-            close = difflib.get_close_matches(key, [str(k) for k in obj], n=1, cutoff=0.6)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
+            hint = did_you_mean(key, obj, quote=True)
             return (
                 f"{where}: missing required key '{key}' (required: {', '.join(REQUIRED_KEYS)}; "
                 f"found: {', '.join(map(str, obj)) or 'none'}).{hint}"

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from common.suggestions import did_you_mean
 from recipes.tasks import arithmetic, gsm8k, math, user_jsonl
 from recipes.tasks.sources import DataError
 
@@ -56,10 +57,8 @@ TASKS = {
 
 def get_task(name: str) -> Task:
     """The registered task ``name``; a DataError listing the tasks (and the closest one) otherwise."""
-    import difflib
-
     if name not in TASKS:
-        close = difflib.get_close_matches(str(name), TASKS, n=1)
-        hint = f" Did you mean {close[0]}?" if close else ""
-        raise DataError(f"Unknown data.task {name!r}.{hint} Available: {', '.join(TASKS)}.")
+        raise DataError(
+            f"Unknown data.task {name!r}.{did_you_mean(name, TASKS)} Available: {', '.join(TASKS)}."
+        )
     return TASKS[name]

@@ -21,11 +21,11 @@ same whether the subjects are loaded together or one at a time.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 from collections import Counter
 
+from common.suggestions import did_you_mean
 from recipes.tasks.sources import DataError, config_names, read_raw
 
 logger = logging.getLogger(__name__)
@@ -55,8 +55,7 @@ def read_math(source: str, split: str, config: str | None):
         return read_raw(source, split)
     if config is not None:
         if config not in names:
-            close = difflib.get_close_matches(config, names, n=1)
-            hint = f" Did you mean {close[0]}?" if close else ""
+            hint = did_you_mean(config, names)
             raise DataError(
                 f"data.config {config!r} is not a config of {source}.{hint} Available: {', '.join(names)}; "
                 "or data.config: null for all subjects."
