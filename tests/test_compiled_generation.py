@@ -23,11 +23,13 @@ def tokenizer(tiny_model_dir):
     return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
+GREEDY = Decoding(temperature=0.0, top_p=1.0, max_new_tokens=20)
+
+
 def completions(model, tokenizer, prompts, compiled: bool) -> list[list[int]]:
-    """Greedy token ids through evaluate.py's generator, 20 new tokens each."""
-    generator = HFGenerator(
-        model, tokenizer, Decoding(temperature=0.0, top_p=1.0, max_new_tokens=20), compiled
-    )
+    """Greedy token ids, 20 new tokens each, generated as TRL does (``generate`` under no_grad) with the
+    generation config of evaluate.py's generator."""
+    generator = HFGenerator(model, tokenizer, GREEDY, compiled)
     ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
     batch = tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
     config = generator.config
@@ -63,6 +65,10 @@ def test_greedy_tokens_are_the_same_compiled_and_plain_and_the_compiled_step_is_
         assert completions(model, tokenizer, shorter, compiled=True) == completions(
             model, tokenizer, shorter, compiled=False
         )
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+        # evaluate.py's and the held-out evaluation's own generate call reuses that same compiled step.
+        evaluator = HFGenerator(model, tokenizer, GREEDY, compiled=True)
+        evaluator.generate(tokenizer(shorter, add_special_tokens=False)["input_ids"], seeds=[0, 1, 2])
         assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
     # What training computes afterwards is untouched: the same log-probs and LoRA gradients, bit for bit.
     again, grads_again = training_step(model, batch)
