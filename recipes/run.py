@@ -51,7 +51,7 @@ def build_trainer(recipe, callbacks=()):
     from recipes.merged_lora import use_merged_generation
     from recipes.model import load_model, load_tokenizer, lora_config
     from recipes.recipe import reward_defaults
-    from recipes.trainer import MergedGenerationTrainer
+    from recipes.trainer import RecipeGRPOTrainer
     from rewards import build_rewards
 
     # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
@@ -61,7 +61,7 @@ def build_trainer(recipe, callbacks=()):
     # Before the weights: a refusal should not wait for them.
     merged, compiled = use_merged_generation(recipe), use_compiled_generation(recipe)
     model = load_model(recipe.config["model"], device_index=PartialState().local_process_index)
-    trainer = MergedGenerationTrainer(
+    trainer = RecipeGRPOTrainer(
         merged_generation=merged,
         compiled_generation=compiled,
         model=model,

@@ -14,7 +14,7 @@ from recipes.compiled_generation import compile_generation
 from recipes.merged_lora import merged_lora
 
 
-class MergedGenerationTrainer(GRPOTrainer):
+class RecipeGRPOTrainer(GRPOTrainer):
     """TRL's GRPOTrainer, generating with the adapter merged when ``merged_generation`` (``lora.merged_generation``)
     and with a compiled decode step when ``compiled_generation`` (``model.compiled_generation``).
 

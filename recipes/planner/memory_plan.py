@@ -46,9 +46,8 @@ class MemoryPlan:
     merge: str = "off"  # lora.merged_generation as it applies here: "on", "off", or "auto" (on where it fits)
     merged_weights: int = 0  # the adapted linears' merged copies, while generating (when merging)
     merge_workspace: int = 0  # the largest linear's temporaries while its merged copy is made
-    compiled: bool = (
-        False  # model.compiled_generation: merged copies are kept for good (CUDA graphs' addresses)
-    )
+    # model.compiled_generation: the merged copies are kept between generations (CUDA graphs replay addresses)
+    compiled: bool = False
     reference_model: int = 0
     host_optimizer: int = 0  # host RAM of an optimizer offloaded by ZeRO-2, all ranks together
 
