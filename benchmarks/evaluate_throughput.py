@@ -85,6 +85,8 @@ def run(args) -> list[dict]:
             compiled=compiled,
         )
         prompts = prompt_token_ids(tokenizer, rows["prompt"])
+        if engine == "hf":
+            generator.size_cache(prompts)
         if not compiled:  # compiled, each batch size gets its own warm-up below
             generator.generate(prompts[:2], [0, 1])  # warm-up: kernels, caches, lazy allocations
         for batch_size in args.batch_sizes:

@@ -5,10 +5,9 @@
 # Each part prints its tables and keeps them in OUT_DIR/PART.txt. Random weights of the real shapes: nothing is
 # downloaded, and every completion runs to its full length, the case the hardware floor describes.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-
-out=${1:?usage: bash benchmarks/gpu_tables.sh OUT_DIR [PART ...]}
+out=$(realpath -m "${1:?usage: bash benchmarks/gpu_tables.sh OUT_DIR [PART ...]}")  # before the cd below
 shift
+cd "$(dirname "$0")/.."
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(llama qlora qwen_small decode evaluate)
 mkdir -p "$out"
@@ -42,6 +41,7 @@ for part in "${parts[@]}"; do
                     --compiled ;;
         evaluate)
             folder=$(mktemp -d)
+            trap 'rm -rf "$folder"' EXIT
             python -c "
 import sys; from pathlib import Path
 from benchmarks.step_timer import build_random_model
@@ -51,10 +51,9 @@ build_random_model(config_for('$qwen_small'), Path(sys.argv[1]), 'bfloat16')" "$
                 echo "== evaluate, gsm8k_qwen_small in bf16 on random weights ${setting:-(plain generate)}"
                 # shellcheck disable=SC2086
                 python benchmarks/evaluate_throughput.py gsm8k_qwen_small "model.name_or_path=$folder" \
-                    model.quantization=none $setting \
+                    model.quantization=none data.eval_source=samples/gsm8k_test_sample.jsonl $setting \
                     --questions 64 --samples 4 --max-new-tokens 256 --batch-sizes 64,256 --engines hf
-            done
-            rm -rf "$folder" ;;
+            done ;;
         *) echo "error: unknown part '$part'; the parts are llama qlora qwen_small decode evaluate" >&2; exit 2 ;;
     esac 2>&1 | tee "$out/$part.txt"
 done

@@ -86,7 +86,7 @@ def report(recipe, steps: list, plan, t: dict, hardware: str | None, card_bytes:
         (
             f"{recipe.name}: {recipe.config['model']['name_or_path']}, {plan.base_params / 1e9:.3g}B params, "
             f"{completions} completions/step of up to {plan.completion_tokens} tokens (prompts up to "
-            f"{plan.prompt_tokens}), device {device}"
+            f"{plan.prompt_tokens}), device {device}" + (", compiled decoding" if plan.compiled else "")
         ),
         "",
         " ".join(

@@ -103,6 +103,9 @@ def check_combinations(recipe: Recipe) -> None:
             "sampling policy, and merged weights cannot drop it. Set lora.merged_generation=false (keep the "
             "dropout), lora.dropout=0, or trainer.disable_dropout=true."
         )
+    from recipes.compiled_generation import compile_refusal
+
+    errors += [refusal] if (refusal := compile_refusal(recipe.config)) else []
     errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
     for key in ("save_steps", "save_strategy", "reward_weights"):
         if f"trainer.{key}" in where:

@@ -6,9 +6,14 @@ the same shapes, and transformers compiles the step with ``torch.compile``: indu
 and on CUDA (mode ``reduce-overhead``) replays the whole step as one CUDA graph. TRL's GRPOTrainer turns this off
 (``disable_compile=True`` in its generation config); this module turns it back on where the recipe asks.
 
-Compiling costs a pause the first time each shape is met (about 20 s for the tiny model on a CPU). transformers
-keeps the longest cache length it has allocated, so recompiles stop once the longest prompt has come by; a new
-batch size (the held-out evaluation's) compiles once more.
+Compiling costs a pause the first time each shape is met (about 20 s for the tiny model on a CPU). The static cache
+is sized once for the longest prompt the run can meet (``data.max_prompt_tokens`` + the completion length in
+training, the longest question in an evaluation), so a longer prompt never recompiles the step; a new batch size
+(the held-out evaluation's, a last smaller batch) compiles once more.
+
+transformers allocates a new static cache for every ``generate`` call. On CUDA its tensors are marked as fixed
+addresses for the CUDA graph, so where the allocator hands back other addresses the graph is recorded again (up to
+inductor's limit of 128 times, then it runs without graphs): to be checked on a GPU (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
@@ -21,13 +26,15 @@ logger = logging.getLogger(__name__)
 _TORCH_DEFAULT_RECOMPILES = 8  # torch._dynamo.config.recompile_limit; past it a function silently runs eager
 
 
-def compile_generation(config, device_type: str) -> None:
+def compile_generation(config, device_type: str, cache_tokens: int | None = None) -> None:
     """Set a ``transformers.GenerationConfig`` to decode with a static cache and a compiled forward.
 
     Args:
         config: The generation config to change in place.
         device_type: ``cuda`` compiles with CUDA graphs (``reduce-overhead``); any other device compiles the
             fused kernels alone (transformers compiles only CUDA-like devices unless told to).
+        cache_tokens: The longest prompt plus completion to size the static cache for from the start; None sizes
+            it for each call, growing (and recompiling) as longer prompts come.
     """
     import torch
     from transformers import CompileConfig
@@ -39,12 +46,20 @@ def compile_generation(config, device_type: str) -> None:
     if not cuda:
         compile_config._compile_all_devices = True  # the documented switch for compiling off CUDA
     config.cache_implementation = "static"
+    config.max_cache_len = cache_tokens
     config.compile_config = compile_config
     config.disable_compile = False
     # Cache lengths grow a few times before they settle, and evaluation batch sizes add shapes: room for both, so
     # the step is not silently left uncompiled after the eighth.
     limit = torch._dynamo.config.recompile_limit
     torch._dynamo.config.recompile_limit = max(limit, 4 * _TORCH_DEFAULT_RECOMPILES)
+
+
+def static_cache_tokens(config: dict) -> int | None:
+    """The longest prompt plus completion a training run generates: its static cache's length, or None when
+    ``data.max_prompt_tokens`` leaves prompts unbounded."""
+    prompt = config["data"]["max_prompt_tokens"]
+    return prompt + config["trainer"]["max_completion_length"] if prompt else None
 
 
 def compile_declines(config: dict) -> str | None:
@@ -57,13 +72,25 @@ def compile_declines(config: dict) -> str | None:
         )
     if t.get("use_vllm"):
         return "trainer.use_vllm=true: vLLM generates, and compiles its own decode step"
-    if t.get("use_transformers_continuous_batching") or t.get("use_transformers_paged"):
-        return "trainer.use_transformers_continuous_batching=true: its paged cache is not a static cache"
+    for key in ("use_transformers_continuous_batching", "use_transformers_paged"):
+        if t.get(key):
+            return f"trainer.{key}=true: its paged cache is not a static cache"
     if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" or t.get("fsdp"):
         return "FSDP: each process holds only shards of the weights it would compile over"
     if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3":
         return "DeepSpeed ZeRO-3: each process holds only shards of the weights it would compile over"
     return None
+
+
+def compile_refusal(config: dict) -> str | None:
+    """The error for ``model.compiled_generation=true`` where it cannot run, or None: checked when the recipe
+    loads (``recipes.checks``) and again when the run starts, once the launcher has said which engine it is."""
+    why = compile_declines(config) if config["model"]["compiled_generation"] else None
+    return (
+        f"model.compiled_generation=true cannot run with {why}. Set model.compiled_generation=false."
+        if why
+        else None
+    )
 
 
 def use_compiled_generation(recipe) -> bool:
@@ -76,11 +103,9 @@ def use_compiled_generation(recipe) -> bool:
 
     if not recipe.config["model"]["compiled_generation"]:
         return False
-    why = compile_declines(recipe.config)
-    if why:
-        raise RecipeError(
-            f"model.compiled_generation=true cannot run with {why}. Set model.compiled_generation=false."
-        )
+    refusal = compile_refusal(recipe.config)
+    if refusal:
+        raise RecipeError(refusal)
     if os.environ.get("RANK", "0") == "0":
         logger.info(
             "model.compiled_generation=true: decoding with a static KV cache and a compiled step; the first "

@@ -169,6 +169,8 @@ def evaluate(
             compiled=engine == "hf" and use_compiled_generation(recipe),
         )
         prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
+        if engine == "hf":
+            generator.size_cache(prompts)
         style = format_style(recipe.config["rewards"])
         out.parent.mkdir(parents=True, exist_ok=True)
         repair_end(out, repair)

@@ -46,7 +46,7 @@ def build_trainer(recipe, callbacks=()):
     from accelerate import PartialState
 
     from callbacks.progress import use_short_progress
-    from recipes.compiled_generation import use_compiled_generation
+    from recipes.compiled_generation import static_cache_tokens, use_compiled_generation
     from recipes.data import load_split
     from recipes.merged_lora import use_merged_generation
     from recipes.model import load_model, load_tokenizer, lora_config
@@ -64,6 +64,7 @@ def build_trainer(recipe, callbacks=()):
     trainer = RecipeGRPOTrainer(
         merged_generation=merged,
         compiled_generation=compiled,
+        static_cache_tokens=static_cache_tokens(recipe.config),
         model=model,
         reward_funcs=reward_funcs,
         args=grpo_config(recipe),

@@ -22,12 +22,19 @@ class RecipeGRPOTrainer(GRPOTrainer):
     its continuous batching casts the model it generates with (``use_merged_generation`` refuses or skips both).
     """
 
-    def __init__(self, *args, merged_generation: bool, compiled_generation: bool = False, **kwargs):
+    def __init__(
+        self,
+        *args,
+        merged_generation: bool,
+        compiled_generation: bool = False,
+        static_cache_tokens: int | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.merged_generation = merged_generation
         self.compiled_generation = compiled_generation
         if compiled_generation:  # TRL builds its generation config with compiling switched off
-            compile_generation(self.generation_config, self.accelerator.device.type)
+            compile_generation(self.generation_config, self.accelerator.device.type, static_cache_tokens)
 
     def _generate_single_turn(self, *args, **kwargs):
         merge = self.merged_generation and not (self.use_vllm or self.use_transformers_continuous_batching)

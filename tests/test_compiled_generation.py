@@ -77,11 +77,20 @@ def test_greedy_tokens_are_the_same_compiled_and_plain_and_the_compiled_step_is_
 
 
 @pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU
-def test_greedy_tokens_are_the_same_compiled_on_a_wider_four_layer_shape(tokenizer):
+def test_evaluation_on_a_wider_four_layer_shape_writes_the_same_answers_and_compiles_once(tokenizer):
     model = adapted(random_shape(tokenizer))
-    plain = completions(model, tokenizer, PROMPTS, compiled=False)
+    ids = tokenizer(PROMPTS, add_special_tokens=False)["input_ids"]
+    seeds = [0, 1, 2]
+    plain = HFGenerator(model, tokenizer, GREEDY).generate(ids, seeds)
     with merged_lora(model, keep=True):
-        assert completions(model, tokenizer, PROMPTS, compiled=True) == plain
+        generator = HFGenerator(model, tokenizer, GREEDY, compiled=True)
+        generator.size_cache(ids)  # as evaluate.py and the held-out evaluation do, before the first batch
+        generator.generate([min(ids, key=len)] * len(ids), seeds)  # the shortest prompts first: compiles
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        assert generator.generate(ids, seeds) == plain
+    assert (
+        torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs
+    )  # the longer batch did not recompile
 
 
 def test_kept_merged_copies_keep_their_addresses_and_follow_the_adapter(tiny_model_dir):
@@ -112,6 +121,8 @@ def test_a_grpo_run_generates_compiled_and_trains_as_without(tmp_path):
     plain = two_grpo_steps(tmp_path / "plain", "model.compiled_generation=false")
     # Generation ran compiled, and only when asked.
     assert hasattr(compiled[2].model.get_base_model(), "_compiled_call")
+    config = compiled[2].generation_config  # the static cache sized for the longest prompt from the start
+    assert config.cache_implementation == "static" and config.max_cache_len == 384 + 32  # gsm8k_tiny's
     assert not hasattr(plain[2].model.get_base_model(), "_compiled_call")
     assert_trained_alike(compiled, plain, rel=1e-4, atol=1e-5)
 
@@ -121,7 +132,11 @@ def test_a_grpo_run_generates_compiled_and_trains_as_without(tmp_path):
     [
         (["model.quantization=4bit"], {}, "does not compile bitsandbytes models"),
         (["trainer.use_vllm=true"], {}, "vLLM generates"),
-        (["trainer.use_transformers_continuous_batching=true"], {}, "paged cache"),
+        (
+            ["trainer.use_transformers_continuous_batching=true"],
+            {},
+            "continuous_batching=true: its paged cache",
+        ),
         ([], {"ACCELERATE_USE_FSDP": "true"}, "FSDP"),
         ([], {"ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, "ZeRO-3"),
     ],
@@ -129,9 +144,8 @@ def test_a_grpo_run_generates_compiled_and_trains_as_without(tmp_path):
 def test_engines_that_cannot_compile_are_refused(overrides, env, says, monkeypatch):
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    recipe = load_recipe("gsm8k_tiny", ["model.compiled_generation=true", *overrides])
-    with pytest.raises(RecipeError, match=says) as error:
-        use_compiled_generation(recipe)
+    with pytest.raises(RecipeError, match=says) as error:  # the recipe's own settings already as it loads
+        use_compiled_generation(load_recipe("gsm8k_tiny", ["model.compiled_generation=true", *overrides]))
     assert "Set model.compiled_generation=false" in str(error.value)
 
 
@@ -160,9 +174,7 @@ def test_the_planner_keeps_merged_copies_beside_training_and_sizes_the_static_ca
     plain, compiled = plan(*small), plan(*small, "model.compiled_generation=true")
     assert compiled.peak(card) == compiled.resident + compiled.merged_weights + compiled.training_phase
     assert compiled.peak(card) > plain.peak(card)
-    qlora = plan_memory(
-        load_recipe(
-            "gsm8k_llama_qlora", ["lora.merged_generation=true", "model.compiled_generation=true"]
-        ).config
-    )
-    assert not qlora.compiled  # refused at the run; never planned as compiled
+    with pytest.raises(
+        RecipeError, match="bitsandbytes"
+    ):  # --plan, like the run, refuses what cannot compile
+        load_recipe("gsm8k_llama_qlora", ["model.compiled_generation=true"])

@@ -172,6 +172,12 @@ class HFGenerator:
         eos = self.config.eos_token_id if self.config.eos_token_id is not None else tokenizer.eos_token_id
         self.stop_ids = set(eos) if isinstance(eos, list) else {eos}
 
+    def size_cache(self, prompts: list[list[int]]) -> None:
+        """Compiled: size the static cache for the longest of ``prompts`` once, so no later, longer batch
+        recompiles the decode step."""
+        if self.compiled:
+            self.config.max_cache_len = max(map(len, prompts)) + self.config.max_new_tokens
+
     def generate(self, prompts: list[list[int]], seeds: list[int]) -> list[Completion]:
         """Complete each prompt (token ids) once; ``seeds`` has one seed per prompt."""
         import torch

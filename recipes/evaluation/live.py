@@ -112,6 +112,7 @@ def evaluate_live(trainer, plan: HeldoutPlan, step: int) -> list[dict]:
             generator = HFGenerator(
                 model, tokenizer, plan.decoding, getattr(trainer, "compiled_generation", False)
             )
+            generator.size_cache(prompts)
             for i, batch in enumerate(calls):
                 seeds = [derive_seed(plan.seed, plan.rows[q]["id"], k) for q, k in batch]
                 completions = generator.generate([prompts[q] for q, _ in batch], seeds)
