@@ -97,6 +97,15 @@ def trainer_fields() -> dict[str, tuple | None]:
     return {f.name: _annotation_types(f.type) for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
+def _other_home(key: str, besides: str | None = None) -> str:
+    """' Did you mean SECTION.KEY?' when ``key`` is exactly a key of another section (a key written in the wrong
+    section, or with no section at all), else ''."""
+    homes = [name for name, specs in schema.SECTIONS.items() if key in specs]
+    homes += ["trainer"] if key in trainer_fields() else []
+    homes = [name for name in homes if name != besides]
+    return f" Did you mean {' or '.join(f'{name}.{key}' for name in homes)}?" if homes else ""
+
+
 def _check_section(name: str, section: Any, origins: dict, errors: list[str]) -> None:
     where = origins.get(name, "the recipe")
     if not isinstance(section, dict):
@@ -109,9 +118,8 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
     for key, value in section.items():
         where = origins.get(f"{name}.{key}", origins.get(name, "the recipe"))
         if key not in specs:
-            errors.append(
-                f"Unknown key {name}.{key} in {where}.{did_you_mean(key, specs, prefix=name + '.')}"
-            )
+            hint = _other_home(key, name) or did_you_mean(key, specs, prefix=name + ".")
+            errors.append(f"Unknown key {name}.{key} in {where}.{hint}")
             continue
         spec = specs[key]
         wrong_type = spec.types is not None and not schema.type_ok(value, spec.types)
@@ -228,9 +236,8 @@ def load_recipe(
         for section in layer:
             origins.setdefault(section, source)
             if section not in schema.TOP_LEVEL:
-                errors.append(
-                    f"Unknown section {section} in {source}.{did_you_mean(section, schema.TOP_LEVEL)}"
-                )
+                hint = _other_home(section) or did_you_mean(section, schema.TOP_LEVEL)
+                errors.append(f"Unknown section {section} in {source}.{hint}")
         merge_layer(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
     for section in (*schema.SECTIONS, "trainer"):
         _check_section(section, config[section], origins, errors)

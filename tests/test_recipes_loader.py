@@ -127,6 +127,16 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
             ),
         ),
         (["lora.rank=8"], "Unknown key lora.rank"),
+        # A key of another section, or of no section: named where it lives, not its nearest neighbour here.
+        (["lora.compiled_generation=true"], "Did you mean model.compiled_generation?"),
+        (["model.learning_rate=1e-5"], "Did you mean trainer.learning_rate?"),
+        (
+            ["compiled_generation=true"],
+            (
+                "Unknown section compiled_generation in command-line override "
+                "'compiled_generation=true'. Did you mean model.compiled_generation?"
+            ),
+        ),
         (
             ["modl.dtype=float32"],
             "Unknown section modl in command-line override 'modl.dtype=float32'. Did you mean model?",
