@@ -61,11 +61,11 @@ def _generate(model, batch, tokens: int, count: bool, config=None) -> tuple[floa
     """(seconds, operators) of one sampled ``generate`` of exactly ``tokens`` new tokens per sequence, with the
     generation ``config`` when given."""
     counter = OpCounter()
+    config = copy.deepcopy(config or model.generation_config)
+    config.update(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True)
     sync = torch.cuda.synchronize if model.device.type == "cuda" else (lambda: None)
     sync()
     start = time.perf_counter()
-    config = copy.deepcopy(config or model.generation_config)
-    config.update(max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True)
     with torch.no_grad(), counter if count else contextlib.nullcontext():
         model.generate(**batch, generation_config=config)
     sync()
@@ -96,9 +96,8 @@ def decode_profile(model, batch: dict, *, steps: int = 16, prefix: int = 4, comp
     if compiled:
         config = copy.deepcopy(model.generation_config)
         compile_generation(config, model.device.type)
-    _generate(
-        model, batch, prefix + steps, count=False, config=config
-    )  # warm-up: allocations, kernels, compile
+    # Warm-up: lazy allocations, kernel selection, the compile.
+    _generate(model, batch, prefix + steps, count=False, config=config)
     ops = None
     if not compiled:
         short_ops, long_ops = (_generate(model, batch, n, count=True)[1] for n in (prefix, prefix + steps))

@@ -32,9 +32,9 @@ def completions(model, tokenizer, prompts, compiled: bool) -> list[list[int]]:
     generator = HFGenerator(model, tokenizer, GREEDY, compiled)
     ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
     batch = tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
-    config = generator.config
+    generator.config.min_new_tokens = 20  # never stopped early by an EOS: all 20 tokens compared
     with torch.no_grad():
-        out = model.generate(**batch, generation_config=config, min_new_tokens=20)
+        out = model.generate(**batch, generation_config=generator.config)
     return out[:, batch["input_ids"].shape[1] :].tolist()
 
 
