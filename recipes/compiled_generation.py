@@ -75,11 +75,12 @@ def compile_declines(config: dict) -> str | None:
     for key in ("use_transformers_continuous_batching", "use_transformers_paged"):
         if t.get(key):
             return f"trainer.{key}=true: its paged cache is not a static cache"
-    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" or t.get("fsdp"):
-        return "FSDP: each process holds only shards of the weights it would compile over"
-    if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3":
-        return "DeepSpeed ZeRO-3: each process holds only shards of the weights it would compile over"
-    return None
+    from recipes.launcher import sharding_engine
+
+    sharded = sharding_engine(t)
+    return (
+        f"{sharded}: each process holds only shards of the weights it would compile over" if sharded else None
+    )
 
 
 def compile_refusal(config: dict) -> str | None:

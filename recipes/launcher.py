@@ -47,6 +47,14 @@ def reconcile_precision(recipe) -> None:
     os.environ["ACCELERATE_MIXED_PRECISION"] = wanted
 
 
+def sharding_engine(trainer: dict) -> str | None:
+    """The engine that holds only shards of every weight on each process: ``"FSDP"`` (the accelerate config or
+    ``trainer.fsdp``), ``"DeepSpeed ZeRO-3"``, or None. Merged and compiled generation need weights held whole."""
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" or trainer.get("fsdp"):
+        return "FSDP"
+    return "DeepSpeed ZeRO-3" if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3" else None
+
+
 def check_engine(cuda_available: bool) -> None:
     """Refuse an FSDP launch that could not save an adapter, or that would silently train as DDP.
 

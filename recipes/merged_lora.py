@@ -221,6 +221,7 @@ def use_merged_generation(recipe) -> bool:
     Raises:
         RecipeError: ``true`` under FSDP or ZeRO-3, or with TRL's continuous batching.
     """
+    from recipes.launcher import sharding_engine
     from recipes.layers import RecipeError
 
     lora, t = recipe.config["lora"], recipe.config["trainer"]
@@ -231,12 +232,7 @@ def use_merged_generation(recipe) -> bool:
         if main:
             logger.info("lora.merged_generation=%s: generating with peft's LoRA branch", str(setting).lower())
         return False
-    sharded = (
-        "FSDP" if env("ACCELERATE_USE_FSDP", "false").lower() == "true" or t.get("fsdp")
-        else "DeepSpeed ZeRO-3" if env("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3"
-        else "a trainer.deepspeed config" if t.get("deepspeed")
-        else None
-    )  # fmt: skip
+    sharded = sharding_engine(t) or ("a trainer.deepspeed config" if t.get("deepspeed") else None)
     declines = auto_declines(recipe.config)
     # TRL casts the model to bf16 for continuous batching, with the merged copies swapped in.
     paged = declines == "paged"

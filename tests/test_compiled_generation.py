@@ -7,7 +7,14 @@ import logging
 
 import pytest
 import torch
-from test_merged_lora import PROMPTS, adapted, assert_trained_alike, random_shape, two_grpo_steps
+from test_merged_lora import (
+    PROMPTS,
+    adapted,
+    assert_trained_alike,
+    random_shape,
+    training_step,
+    two_grpo_steps,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from recipes.compiled_generation import use_compiled_generation
@@ -36,14 +43,6 @@ def completions(model, tokenizer, prompts, compiled: bool) -> list[list[int]]:
     with torch.no_grad():
         out = model.generate(**batch, generation_config=generator.config)
     return out[:, batch["input_ids"].shape[1] :].tolist()
-
-
-def training_step(model, batch):
-    """Logits and LoRA gradients of one forward and backward pass."""
-    model.zero_grad()
-    logits = model(**batch).logits
-    logits.log_softmax(-1).mean().backward()
-    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
 
 
 @pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU

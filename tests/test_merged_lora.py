@@ -47,6 +47,14 @@ def greedy(model, tokenizer, tokens: int = 24) -> list[list[int]]:
     return out[:, batch["input_ids"].shape[1] :].tolist()
 
 
+def training_step(model, batch):
+    """Logits and LoRA gradients of one forward and backward pass."""
+    model.zero_grad()
+    logits = model(**batch).logits
+    logits.log_softmax(-1).mean().backward()
+    return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
 @pytest.fixture
 def tokenizer(tiny_model_dir):
     return AutoTokenizer.from_pretrained(tiny_model_dir)
@@ -85,17 +93,10 @@ def test_a_thousand_merges_leave_the_base_bit_for_bit_where_peft_merge_drifts(ti
 def test_log_probs_and_lora_gradients_after_merged_generation_are_unchanged(tiny_model_dir, tokenizer):
     model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
     batch = tokenizer(PROMPTS[:1], return_tensors="pt")
-
-    def step():
-        model.zero_grad()
-        logits = model(**batch).logits
-        logits.log_softmax(-1).mean().backward()
-        return logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
-
-    logits, grads = step()
+    logits, grads = training_step(model, batch)
     with merged_lora(model):
         greedy(model, tokenizer, tokens=4)
-    again, grads_again = step()
+    again, grads_again = training_step(model, batch)
     assert torch.equal(logits, again)
     assert grads.keys() == grads_again.keys() and all(torch.equal(grads[n], grads_again[n]) for n in grads)
 
