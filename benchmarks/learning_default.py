@@ -3,6 +3,7 @@
     python benchmarks/learning_default.py                       # arith_tiny, GRPO seeds 42 1 2
     python benchmarks/learning_default.py --seeds 42 --questions 200 --samples 4 --out /tmp/learning
     python benchmarks/learning_default.py --samples 16 8     # a table per sample count, from the same adapters
+    python benchmarks/learning_default.py --samples 8 trainer.max_steps=200   # any recipe override
 
 Prints, per seed: seconds to build the model (first use only), seconds of GRPO, base and tuned accuracy, the
 gain, and the primary paired test's p-value (the numbers README.md and tests/test_learning_default.py quote).
@@ -27,10 +28,12 @@ from stats.analysis import PRIMARY_TEST
 from stats.compare import compare
 
 
-def run_seed(recipe_name: str, seed: int, out: Path, questions: int, samples: list[int]) -> list[dict]:
+def run_seed(
+    recipe_name: str, seed: int, out: Path, questions: int, samples: list[int], extra: list[str]
+) -> list[dict]:
     """One seed end to end; returns its row of the table for each sample count."""
     run_dir = out / f"seed-{seed}"
-    overrides = [f"trainer.output_dir={run_dir}", f"trainer.seed={seed}"]
+    overrides = [*extra, f"trainer.output_dir={run_dir}", f"trainer.seed={seed}"]
     start = time.perf_counter()
     command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--cpu"]
     subprocess.run(
@@ -63,15 +66,22 @@ def main(argv: list[str] | None = None) -> int:
         help="samples per question, one table each (default 16)",
     )
     parser.add_argument("--out", type=Path, help="folder for runs and records (default: a temporary folder)")
+    parser.add_argument(
+        "overrides", nargs="*", help="recipe overrides for every GRPO run (section.key=value)"
+    )
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="learning-default-"))
     start = time.perf_counter()
     resolve_builtin(load_recipe(args.recipe).config["model"]["name_or_path"])
     build = time.perf_counter() - start
     rows = [
-        row for seed in args.seeds for row in run_seed(args.recipe, seed, out, args.questions, args.samples)
+        row
+        for seed in args.seeds
+        for row in run_seed(args.recipe, seed, out, args.questions, args.samples, args.overrides)
     ]
-    print(f"\n{args.recipe}: model build {build:.0f} s (0 when cached); runs in {out}")
+    print(
+        f"\n{args.recipe} {' '.join(args.overrides)}: model build {build:.0f} s (0 when cached); runs in {out}"
+    )
     for n in args.samples:
         print(f"\n{args.questions or 'all'} test questions x {n} samples")
         print("| GRPO seed | GRPO s | base | tuned | gain (points) | p (sign-flip) |")

@@ -6,7 +6,9 @@ Recipe entry: ``callbacks: [{name: reward_table, every_steps: 25}]``.
 from __future__ import annotations
 
 import re
+import sys
 
+from tqdm.auto import tqdm
 from transformers import TrainerCallback
 
 _REWARD_MEAN = re.compile(r"^rewards/(.+)/mean$")
@@ -68,6 +70,7 @@ class RewardTableCallback(TrainerCallback):
             self._print(state)
 
     def _print(self, state) -> None:
-        # A leading newline keeps the table off the line of a running progress bar.
-        print("\n" + render_table(self._window, state.global_step, state.max_steps), flush=True)
+        # tqdm.write clears a running progress bar and redraws it below: a blank line, then the table, off the bar.
+        tqdm.write("\n" + render_table(self._window, state.global_step, state.max_steps))
+        sys.stdout.flush()
         self._window, self._printed_at = [], state.global_step

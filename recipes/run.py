@@ -101,6 +101,7 @@ def train(recipe) -> Path:
     """Run the recipe end to end; returns the output folder holding the final adapter."""
     import torch
     from accelerate import PartialState
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
     from callbacks import build_callbacks
     from callbacks.checkpoint_sync import prepare_checkpointing
@@ -153,7 +154,9 @@ def train(recipe) -> Path:
                 heldout.attach(trainer)
             if plan.resume_from:
                 logger.info("Resuming from %s", plan.resume_from)
-            trainer.train(resume_from_checkpoint=plan.resume_from)
+            # Log lines (held-out results, alarms, uploads) get lines of their own, not the progress bar's.
+            with logging_redirect_tqdm():
+                trainer.train(resume_from_checkpoint=plan.resume_from)
             trainer.save_model(str(output_dir))  # the final adapter and tokenizer
             trainer.save_state()  # trainer_state.json: what stats.curves plots
             if state.is_main_process:

@@ -90,10 +90,12 @@ def is_plain_number(snippet: str) -> bool:
     return _PLAIN_SNIPPET.fullmatch(clean(snippet[:MAX_SNIPPET_CHARS])) is not None
 
 
-def _matching_braces(text: str) -> dict[int, int]:
+def _matching_braces(text: str, start: int) -> dict[int, int]:
+    """Opening -> closing position of each brace pair from ``start`` on: braces before it cannot change how the later
+    ones pair up, and skipping them makes a long LaTeX solution with its box at the end cheap to read."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    for match in _BRACE.finditer(text):
+    for match in _BRACE.finditer(text, start):
         if match.group() == "{":
             stack.append(match.start())
         elif stack:
@@ -106,7 +108,7 @@ def boxed_spans(text: str) -> Iterator[tuple[int, str]]:
     opens = list(_BOXED.finditer(text))
     if not opens:
         return
-    pairs = _matching_braces(text)
+    pairs = _matching_braces(text, opens[0].start())
     for match in reversed(opens):
         close = pairs.get(match.end() - 1)
         if close is not None:

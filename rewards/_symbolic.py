@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections import OrderedDict
 from functools import lru_cache
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
@@ -132,29 +131,25 @@ def compare_here(gold: str, pred: str) -> bool:
         return False
 
 
-# Remote fingerprints, newest last; _FAILED marks an answer the grader process could not settle in time.
-_remote_prints: OrderedDict[str, object] = OrderedDict()
-_remote_lock = threading.Lock()
-_FAILED = object()
+_FAILED = object()  # what the grader process could not settle in time: no match
+
+
+@lru_cache(maxsize=_CACHE_SIZE)
+def _remote(*message):
+    """The grader process's answer to ``("fingerprint", latex)`` or ``("compare", gold, pred)``, remembered: a
+    group of samples often gives one answer, and an epoch meets each gold again."""
+    try:
+        return CLIENT.request(*message)
+    except GraderTimeout:
+        shown = ", ".join(repr(part[:80]) for part in message[1:])
+        logger.warning(
+            "The grader process took over %d s on %s %s; no match.", REQUEST_TIMEOUT_S, message[0], shown
+        )
+        return _FAILED
 
 
 def _print(latex: str):
-    if is_cheap(latex):
-        return fingerprint_here(latex)
-    with _remote_lock:
-        if latex in _remote_prints:
-            _remote_prints.move_to_end(latex)
-            return _remote_prints[latex]
-    try:
-        value = CLIENT.request("fingerprint", latex)
-    except GraderTimeout:
-        logger.warning("Grading %r took over %d s; it counts as no match.", latex[:80], REQUEST_TIMEOUT_S)
-        value = _FAILED
-    with _remote_lock:
-        _remote_prints[latex] = value
-        if len(_remote_prints) > _CACHE_SIZE:
-            _remote_prints.popitem(last=False)
-    return value
+    return fingerprint_here(latex) if is_cheap(latex) else _remote("fingerprint", latex)
 
 
 def equivalent(gold: str, pred: str, *, cheap_only: bool = False) -> bool:
@@ -175,12 +170,7 @@ def equivalent(gold: str, pred: str, *, cheap_only: bool = False) -> bool:
             return False
         if is_cheap(gold) and is_cheap(pred):
             return compare_here(gold, pred)
-        return CLIENT.request("compare", gold, pred)
-    except GraderTimeout:
-        logger.warning(
-            "Comparing %r with %r took over %d s; no match.", pred[:80], gold[:80], REQUEST_TIMEOUT_S
-        )
-        return False
+        return _remote("compare", gold, pred) is True
     except Exception:  # model output must never crash training: log it, grade as wrong
         logger.debug("math-verify failed on gold %r, prediction %r", gold, pred, exc_info=True)
         return False

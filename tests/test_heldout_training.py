@@ -4,6 +4,7 @@ ends the run; records per evaluation in evaluate.py's schema; a resumed run keep
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -28,6 +29,16 @@ def launch(out, *overrides: str) -> subprocess.CompletedProcess:
     return result
 
 
+def on_lines_of_their_own(stderr: str, text: str) -> list[str]:
+    """The log lines holding ``text``, each as a terminal shows the start of its line: what follows the last carriage
+    return before it (a line written onto a running progress bar keeps the bar's text in front)."""
+    lines = [line for line in stderr.split("\n") if text in line]
+    return [line[line.rfind("\r", 0, line.find(text)) + 1 :] for line in lines]
+
+
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING) callbacks\.heldout: ")
+
+
 def history(out) -> dict:
     return json.loads((out / "heldout" / "history.json").read_text())
 
@@ -46,6 +57,10 @@ def test_a_planted_hack_trips_the_alarm_and_the_switch_ends_the_run(tmp_path):
     assert stopped["step"] == last < 100 and "reward_hacking" in stopped["reason"]
     assert "ALARM reward_hacking (heldout/accuracy): heldout/accuracy fell" in result.stderr
     assert f"Ending the run at step {last}, saving checkpoint-{last} first" in result.stderr
+    # Each held-out result and alarm starts a line of its own, not the progress bar's line.
+    for text in ("held-out step", "ALARM reward_hacking"):
+        lines = on_lines_of_their_own(result.stderr, text)
+        assert lines and all(LOG_LINE.match(line) for line in lines), lines
     # The checkpoint at the stop was saved and carries the history (with the stop) that its manifest covers.
     saved = json.loads((out / f"checkpoint-{last}" / "heldout.json").read_text())
     assert saved["stopped"] == stopped

@@ -91,6 +91,15 @@ CASES = [
     ("hash-beats-later-tag", "#### 20\n<answer>18</answer>", "18", "20", False),
     ("tag-beats-later-phrase", "<answer>18</answer> The answer is 20", "18", "18", True),
     ("unclosed-boxed-phrase", "9 * 2 = 18, so the answer is \\boxed{18", "18", "18", True),
+    # braces left open or closed twice before the box do not change how its own braces pair up
+    (
+        "stray-braces-before-boxed",
+        "} {\\frac{9}{2 = 18 \\boxed{\\frac{36}{2}} }",
+        "18",
+        "\\frac{36}{2}",
+        True,
+    ),
+    ("boxed-inside-open-brace", "{ so \\boxed{18} and {\\boxed{17}", "18", "17", False),
     (
         "phrase-later-mention",
         "The answer is 18.\nI double-checked and this answer is correct.",
