@@ -12,8 +12,9 @@ training, the longest question in an evaluation), so a longer prompt never recom
 (the held-out evaluation's, a last smaller batch) compiles once more.
 
 transformers allocates a new static cache for every ``generate`` call. On CUDA its tensors are marked as fixed
-addresses for the CUDA graph, so where the allocator hands back other addresses the graph is recorded again (up to
-inductor's limit of 128 times, then it runs without graphs): to be checked on a GPU (docs/PERFORMANCE.md).
+addresses for the CUDA graph, so where the allocator hands back other addresses the graph is recorded again (torch
+2.13 does not count such re-records toward its limit, so graphs stay on, but each adds a graph that later steps
+check first): to be checked on a GPU (docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations

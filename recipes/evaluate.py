@@ -40,7 +40,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
-from common.errors import UserError
+from common.errors import exit_status
 from recipes.evaluation import generation
 from recipes.evaluation.generation import Decoding
 from recipes.evaluation.questions import eval_data, select_questions
@@ -230,37 +230,38 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def evaluate_and_report(args: argparse.Namespace) -> None:
+    """The command line's work: evaluate, then print the summary and the command for the counterpart file."""
+    result = evaluate(
+        load_recipe(args.recipe, args.overrides),
+        args.out,
+        adapter=args.adapter,
+        split=args.split,
+        questions=args.questions,
+        samples=args.samples,
+        seed=args.seed,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        engine=args.engine,
+    )
+    command = counterpart_command(args, result.decoding, result.questions)
+    print(summary(result.records, result.questions, result.out, command))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
     args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        result = evaluate(
-            load_recipe(args.recipe, args.overrides),
-            args.out,
-            adapter=args.adapter,
-            split=args.split,
-            questions=args.questions,
-            samples=args.samples,
-            seed=args.seed,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            max_new_tokens=args.max_new_tokens,
-            batch_size=args.batch_size,
-            engine=args.engine,
-        )
-        command = counterpart_command(args, result.decoding, result.questions)
-        print(summary(result.records, result.questions, result.out, command))
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return exit_status(lambda: evaluate_and_report(args))
     except KeyboardInterrupt:
         print(
             f"\ninterrupted: finished batches are saved in {args.out}; rerun the same command to resume.",
             file=sys.stderr,
         )
         return 130
-    return 0
 
 
 if __name__ == "__main__":

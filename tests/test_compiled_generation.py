@@ -7,6 +7,7 @@ import logging
 
 import pytest
 import torch
+from _devices import ON_EACH_DEVICE
 from test_merged_lora import (
     PROMPTS,
     adapted,
@@ -38,20 +39,21 @@ def completions(model, tokenizer, prompts, compiled: bool) -> list[list[int]]:
     generation config of evaluate.py's generator."""
     generator = HFGenerator(model, tokenizer, GREEDY, compiled)
     ids = tokenizer(prompts, add_special_tokens=False)["input_ids"]
-    batch = tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt")
+    batch = tokenizer.pad({"input_ids": ids}, padding=True, return_tensors="pt").to(model.device)
     generator.config.min_new_tokens = 20  # never stopped early by an EOS: all 20 tokens compared
     with torch.no_grad():
         out = model.generate(**batch, generation_config=generator.config)
     return out[:, batch["input_ids"].shape[1] :].tolist()
 
 
+@ON_EACH_DEVICE  # on a GPU the compiled step runs as CUDA graphs
 @pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU
 def test_greedy_tokens_are_the_same_compiled_and_plain_and_the_compiled_step_is_reused(
-    tiny_model_dir, tokenizer
+    device, tiny_model_dir, tokenizer
 ):
-    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir).to(device).eval()
     model = adapted(base)
-    batch = tokenizer(PROMPTS[:1], return_tensors="pt")
+    batch = tokenizer(PROMPTS[:1], return_tensors="pt").to(device)
     logits, grads = training_step(model, batch)
     plain = completions(model, tokenizer, PROMPTS, compiled=False)
     assert completions(model, tokenizer, PROMPTS, compiled=True) == plain
@@ -75,9 +77,10 @@ def test_greedy_tokens_are_the_same_compiled_and_plain_and_the_compiled_step_is_
     assert grads.keys() == grads_again.keys() and all(torch.equal(grads[n], grads_again[n]) for n in grads)
 
 
+@ON_EACH_DEVICE
 @pytest.mark.slow  # compiles the decode step first: ~20 s on a CPU
-def test_evaluation_on_a_wider_four_layer_shape_writes_the_same_answers_and_compiles_once(tokenizer):
-    model = adapted(random_shape(tokenizer))
+def test_evaluation_on_a_wider_four_layer_shape_writes_the_same_answers_and_compiles_once(device, tokenizer):
+    model = adapted(random_shape(tokenizer).to(device))
     ids = tokenizer(PROMPTS, add_special_tokens=False)["input_ids"]
     seeds = [0, 1, 2]
     plain = HFGenerator(model, tokenizer, GREEDY).generate(ids, seeds)

@@ -4,13 +4,17 @@ ends the run; records per evaluation in evaluate.py's schema; a resumed run keep
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
+import sys
 
 import pytest
-from conftest import REPO, accelerate_launcher, plugin_env
+from conftest import REPO, plugin_env
 
 from callbacks.fetch import fetch_checkpoint
+from recipes.recipe import load_recipe
+from recipes.run import train
 from stats.compare import compare
 from stats.records import load_records
 
@@ -19,10 +23,14 @@ pytestmark = pytest.mark.slow
 HELDOUT = ["heldout.enabled=true", "heldout.questions=50", "heldout.samples=4", "checkpoint.every_steps=10"]
 
 
+def arith_tiny(out, *overrides: str) -> list[str]:
+    return [f"trainer.output_dir={out}", *HELDOUT, "trainer.logging_steps=5", *overrides]
+
+
 def launch(out, *overrides: str) -> subprocess.CompletedProcess:
-    command = [*accelerate_launcher(1), "recipes/run.py", "arith_tiny", f"trainer.output_dir={out}", *HELDOUT]
+    # Without `accelerate launch` (tests/test_recipes_train.py runs that): about 2 s less per run.
     result = subprocess.run(
-        [*command, "trainer.logging_steps=5", *overrides],
+        [sys.executable, "recipes/run.py", "arith_tiny", *arith_tiny(out, *overrides)],
         cwd=REPO, env=plugin_env(), capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
@@ -43,7 +51,7 @@ def history(out) -> dict:
     return json.loads((out / "heldout" / "history.json").read_text())
 
 
-def test_a_planted_hack_trips_the_alarm_and_the_switch_ends_the_run(tmp_path):
+def test_a_planted_hack_trips_the_alarm_and_the_switch_ends_the_run(tmp_path, caplog):
     out = tmp_path / "hack"
     hack = ["rewards=[{path: '_plugins:planted_hack'}]", "trainer.learning_rate=1e-3", "callbacks=[]"]
     # 100 questions: at 50 the fall to step 70 (11.0% -> 2.0%) tested at p = 0.002 against alpha 0.01; at 100,
@@ -75,9 +83,15 @@ def test_a_planted_hack_trips_the_alarm_and_the_switch_ends_the_run(tmp_path):
     assert [e["step"] for e in logged] == sorted(held) and all(
         e["heldout/accuracy_low"] < e["heldout/accuracy"] < e["heldout/accuracy_high"] for e in logged
     )
-    # Launched again, the stopped run stays stopped.
-    again = launch(out, *hack, "trainer.max_steps=100", "heldout.stop_on_alarm=true")
-    assert f"already finished at step {last} (ended early: alarm reward_hacking" in again.stderr
+    # Started again (here, in this process: nothing trains), the stopped run stays stopped.
+    with caplog.at_level(logging.INFO, logger="recipes.run"):
+        train(
+            load_recipe(
+                "arith_tiny", arith_tiny(out, *hack, "trainer.max_steps=100", "heldout.stop_on_alarm=true")
+            )
+        )
+    assert f"already finished at step {last} (ended early: alarm reward_hacking" in caplog.text
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == last
 
 
 def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
@@ -110,7 +124,7 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
 def test_a_held_out_plateau_ends_the_run_after_patience_evaluations(tmp_path):
     # The random tiny model never answers right: no evaluation after the first beats it.
     out = tmp_path / "plateau"
-    command = [*accelerate_launcher(1), "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"]
+    command = [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"]
     result = subprocess.run(
         [*command, "trainer.max_steps=16", "checkpoint.every_steps=4", "heldout.patience=2"],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 import torch
+from _devices import ON_EACH_DEVICE
 from _recipes_learning import EVEN_TOKEN_REWARD
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
@@ -41,7 +42,7 @@ def random_shape(tokenizer, seed: int = 1):
 
 def greedy(model, tokenizer, tokens: int = 24) -> list[list[int]]:
     tokenizer.padding_side = "left"
-    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    batch = tokenizer(PROMPTS, return_tensors="pt", padding=True).to(model.device)
     with torch.no_grad():
         out = model.generate(**batch, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
     return out[:, batch["input_ids"].shape[1] :].tolist()
@@ -60,11 +61,12 @@ def tokenizer(tiny_model_dir):
     return AutoTokenizer.from_pretrained(tiny_model_dir)
 
 
+@ON_EACH_DEVICE
 @pytest.mark.parametrize("shape", ["tiny", "4-layer random"])
-def test_greedy_tokens_are_the_same_merged_and_with_peft_branch(shape, tiny_model_dir, tokenizer):
+def test_greedy_tokens_are_the_same_merged_and_with_peft_branch(shape, device, tiny_model_dir, tokenizer):
     base = (
         AutoModelForCausalLM.from_pretrained(tiny_model_dir) if shape == "tiny" else random_shape(tokenizer)
-    )
+    ).to(device)
     plain = greedy(base, tokenizer)
     model = adapted(base)
     branch = greedy(model, tokenizer)
@@ -90,9 +92,12 @@ def test_a_thousand_merges_leave_the_base_bit_for_bit_where_peft_merge_drifts(ti
     assert drifted and all("base_layer" in k for k in drifted)
 
 
-def test_log_probs_and_lora_gradients_after_merged_generation_are_unchanged(tiny_model_dir, tokenizer):
-    model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir))
-    batch = tokenizer(PROMPTS[:1], return_tensors="pt")
+@ON_EACH_DEVICE
+def test_log_probs_and_lora_gradients_after_merged_generation_are_unchanged(
+    device, tiny_model_dir, tokenizer
+):
+    model = adapted(AutoModelForCausalLM.from_pretrained(tiny_model_dir).to(device))
+    batch = tokenizer(PROMPTS[:1], return_tensors="pt").to(device)
     logits, grads = training_step(model, batch)
     with merged_lora(model):
         greedy(model, tokenizer, tokens=4)
