@@ -1,15 +1,5 @@
-"""The devices a generation test runs on: the CPU always, and the GPU where the machine has one (CI has none)."""
+"""The devices a generation test runs on: the CPU in the suite, and a CUDA GPU in a GPU run (tests/conftest.py)."""
 
 import pytest
-import torch
 
-ON_EACH_DEVICE = pytest.mark.parametrize(
-    "device",
-    [
-        "cpu",
-        pytest.param(
-            "cuda",
-            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine"),
-        ),
-    ],
-)
+ON_EACH_DEVICE = pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

@@ -1,5 +1,8 @@
 """Plug-ins the spec tests point at by path (``_plugins:...``)."""
 
+import json
+from pathlib import Path
+
 from transformers import TrainerCallback
 
 
@@ -11,6 +14,19 @@ class StepCounter(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         self.steps += 1
+
+
+class EngineReport(TrainerCallback):
+    """Writes OUTPUT_DIR/engine.json as training starts: the class of the model the Trainer trains and whether its
+    parameters are sharded (FSDP2 makes them DTensors), so a test can tell FSDP from plain data parallelism."""
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        from torch.distributed.tensor import DTensor
+
+        if state.is_world_process_zero:
+            sharded = any(isinstance(p, DTensor) for p in model.parameters())
+            report = {"class": type(model).__name__, "sharded": sharded}
+            Path(args.output_dir, "engine.json").write_text(json.dumps(report))
 
 
 def make_counter(start: int = 5) -> StepCounter:

@@ -16,6 +16,31 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("GRPO_RECIPES_CACHE", str(Path(tempfile.gettempdir()) / "grpo-recipes-test-cache"))
+# The suite is CI's CPU suite on every machine: its launched runs pin CPU processes (two on a one-GPU machine would
+# share the card) and its numbers are the CPU's. On a machine with a CUDA GPU, `GRPO_RECIPES_GPU_TESTS=1 python -m
+# pytest -m gpu` runs the GPU tests instead, with the GPUs visible. Set before anything asks torch about CUDA.
+GPU_TESTS = os.environ.get("GRPO_RECIPES_GPU_TESTS") == "1"
+if not GPU_TESTS:
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+
+
+def pytest_collection_modifyitems(config, items):
+    """Skip, with the reason, the tests of the other kind: GPU tests in the CPU suite, CPU tests in a GPU run."""
+    if GPU_TESTS:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(
+                "GRPO_RECIPES_GPU_TESTS=1, but torch sees no CUDA GPU; unset it for the CPU suite"
+            )
+    for item in items:
+        gpu = item.get_closest_marker("gpu") is not None
+        if gpu and not GPU_TESTS:
+            item.add_marker(
+                pytest.mark.skip(reason="a GPU test: GRPO_RECIPES_GPU_TESTS=1 python -m pytest -m gpu")
+            )
+        elif GPU_TESTS and not gpu:
+            item.add_marker(pytest.mark.skip(reason="GRPO_RECIPES_GPU_TESTS=1 runs the GPU tests alone"))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,9 @@ import pytest
 import torch
 from _callbacks_helpers import s3_bucket
 from conftest import REPO, free_port, plugin_env, require_optional
+from peft import PeftModel
 from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
 
 from callbacks.manifest import local_checkpoint_problems
 from callbacks.remote import scan_remote
@@ -60,13 +62,31 @@ def curve(out) -> dict[int, tuple[float, float, float]]:
     return {h["step"]: (h["loss"], h["grad_norm"], h["reward"]) for h in history if "loss" in h}
 
 
+def assert_full_trained_adapters(out, base_dir) -> None:
+    """The final adapter and each checkpoint's load with peft onto the whole base, without FSDP or DeepSpeed; every
+    LoRA matrix has its module's full shape, B has moved from zero, and the final adapter is checkpoint-4's."""
+    final = load_file(out / "adapter_model.safetensors")
+    for folder in (out / "checkpoint-2", out / "checkpoint-4", out):
+        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), folder)
+        loaded = {n: p for n, p in model.named_parameters() if "lora_" in n}
+        assert loaded and len(loaded) == len(final)
+        for name, module in model.named_modules():
+            if hasattr(module, "lora_A") and "default" in module.lora_A:
+                assert module.lora_A["default"].weight.shape[1] == module.in_features, name
+                assert module.lora_B["default"].weight.shape[0] == module.out_features, name
+    saved = load_file(out / "checkpoint-4" / "adapter_model.safetensors")
+    assert final.keys() == saved.keys() and all(torch.equal(final[k], saved[k]) for k in final)
+    lora_b = [t for k, t in final.items() if "lora_B" in k]
+    assert lora_b and all(t.abs().sum() > 0 for t in lora_b)
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     out = tmp_path_factory.mktemp("zero2") / "out"
     return out, launch_zero2(out)
 
 
-def test_zero2_offload_trains_on_two_processes_with_the_recipes_precision(uninterrupted):
+def test_zero2_offload_trains_on_two_processes_with_the_recipes_precision(uninterrupted, tiny_model_dir):
     out, result = uninterrupted
     # The config's bf16 yields to the float32 CPU recipe, said once, instead of DeepSpeed's config-mismatch error.
     assert result.stderr.count("asks for mixed_precision=bf16, but recipe gsm8k_tiny") == 1
@@ -78,14 +98,7 @@ def test_zero2_offload_trains_on_two_processes_with_the_recipes_precision(uninte
         assert local_checkpoint_problems(checkpoint) == []  # sealed with both ranks' files
         manifest = json.loads((checkpoint / "manifest.json").read_text())
         assert {f"global_step{step}/{name}" for name in shards} <= set(manifest["files"])
-    final = load_file(out / "adapter_model.safetensors")
-    assert final.keys() == load_file(out / "checkpoint-4" / "adapter_model.safetensors").keys()
-    assert all(
-        torch.equal(t, load_file(out / "checkpoint-4" / "adapter_model.safetensors")[k])
-        for k, t in final.items()
-    )
-    lora_b = [t for k, t in final.items() if "lora_B" in k]
-    assert lora_b and all(t.abs().sum() > 0 for t in lora_b)  # trained, not the zero initialisation
+    assert_full_trained_adapters(out, tiny_model_dir)
     assert result.stderr.count("Final adapter saved") == 1
 
 
