@@ -1,4 +1,9 @@
-"""Third-party warnings that do not apply to most runs, held back in one place.
+"""Third-party warnings that do not apply to most runs, or that only their maintainers can act on, held back in one
+place.
+
+TRL reads ``model.is_gradient_checkpointing`` when it unwraps the model to generate, which transformers 5 deprecates
+(``FutureWarning``): a note for TRL's maintainers that lands on the progress bar of every run. Recipes already use the
+new name, ``trainer.activation_checkpointing``.
 
 bitsandbytes logs, on every import on an AVX512-BF16 CPU, that its optional fast 4-bit CPU kernel could not be
 fetched. Only a 4-bit model on a CPU uses that kernel, so the message is kept and shown by the model loader
@@ -9,6 +14,7 @@ point imports peft or TRL (which import bitsandbytes).
 from __future__ import annotations
 
 import logging
+import warnings
 
 
 class HeldBack(logging.Filter):
@@ -27,3 +33,5 @@ class HeldBack(logging.Filter):
 
 BNB_CPU_4BIT_KERNEL = HeldBack("gemm_4bit_forward")
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(BNB_CPU_4BIT_KERNEL)
+
+warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)

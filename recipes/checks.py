@@ -107,12 +107,6 @@ def check_combinations(recipe: Recipe) -> None:
 
     errors += [refusal] if (refusal := compile_refusal(recipe.config)) else []
     errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
-    for key in ("save_steps", "save_strategy", "reward_weights"):
-        if f"trainer.{key}" in where:
-            errors.append(
-                f"trainer.{key} in {where.get('trainer.' + key)} is set by the runner from the recipe "
-                f"({'checkpoint.every_steps' if key.startswith('save') else 'rewards[].weight'}); set that instead."
-            )
     if errors:
         raise RecipeError("\n".join(errors))
 

@@ -189,6 +189,13 @@ def _check_lists(config: dict, origins: dict, errors: list[str]) -> list[float]:
     return weights
 
 
+_RUNNER_KEYS = {
+    "save_strategy": "checkpoint.every_steps",
+    "save_steps": "checkpoint.every_steps",
+    "reward_weights": "rewards[].weight",
+}
+
+
 def _resolve_trainer(config: dict, name: str, reward_weights: list[float]) -> dict:
     """The ``trainer:`` section as GRPOConfig will get it: the recipe's keys, then every default.
 
@@ -203,6 +210,17 @@ def _resolve_trainer(config: dict, name: str, reward_weights: list[float]) -> di
         "reward_weights": reward_weights,
     }
     return with_defaults({"trainer": trainer})["trainer"]
+
+
+def _runner_conflicts(given: dict, resolved: dict, origins: dict) -> list[str]:
+    """Errors for the runner's own trainer keys set to other values than it derives. The same values pass, so a
+    run's recipe.yaml and ``--print``'s output load as recipes."""
+    return [
+        f"trainer.{key}={given[key]!r} in {origins.get('trainer.' + key)} is set by the runner from the recipe "
+        f"({source}, which gives {resolved[key]!r}); set that instead."
+        for key, source in _RUNNER_KEYS.items()
+        if key in given and given[key] != resolved[key]
+    ]
 
 
 def load_recipe(
@@ -252,10 +270,12 @@ def load_recipe(
             where = ", ".join(dict.fromkeys(o for o in named if o)) or origins.get("checkpoint", "the recipe")
             errors.append(f"{e} (set in {where})")
     if not errors:
+        given = dict(config["trainer"])
         # Rewards read the trainer's resolved values (max_completion_length): resolve a provisional copy first.
         config["trainer"] = _resolve_trainer(config, path.stem, [])
         weights = _check_lists(config, origins, errors)
         config["trainer"]["reward_weights"] = weights
+        errors += _runner_conflicts(given, config["trainer"], origins)
     if errors:
         raise RecipeError("\n".join(errors))
     for section, keys in schema.SECTIONS.items():  # schema order, so printed recipes read like the reference

@@ -1,4 +1,5 @@
-"""bitsandbytes' CPU 4-bit kernel hint is held back unless a 4-bit model is loaded on a CPU."""
+"""Third-party noise held back: bitsandbytes' CPU 4-bit kernel hint unless a 4-bit model is loaded on a CPU, and
+TRL's read of a deprecated transformers flag."""
 
 from __future__ import annotations
 
@@ -49,3 +50,17 @@ def test_importing_peft_after_common_prints_no_kernel_hint_and_a_4bit_load_on_cp
         assert before_4bit.strip().endswith("held") and HINT in after_4bit
     else:
         assert before_4bit.strip().endswith("none") and HINT not in after_4bit
+
+
+def test_trls_read_of_the_deprecated_checkpointing_flag_is_not_shown_and_other_future_warnings_are():
+    code = (
+        "import common, warnings\n"
+        "from transformers import LlamaConfig, LlamaForCausalLM\n"
+        "model = LlamaForCausalLM(LlamaConfig(vocab_size=32, hidden_size=8, intermediate_size=8,"
+        " num_hidden_layers=1, num_attention_heads=2))\n"
+        "model.is_gradient_checkpointing\n"  # what TRL reads when it unwraps the model
+        "warnings.warn('another deprecation', FutureWarning)\n"
+    )
+    stderr = _stderr(code)
+    assert "is_gradient_checkpointing" not in stderr and "another deprecation" in stderr
+    assert "is_gradient_checkpointing" in _stderr(code.replace("import common, warnings", "import warnings"))

@@ -193,8 +193,8 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
         (
             ["trainer.save_steps=3"],
             (
-                "trainer.save_steps in command-line override 'trainer.save_steps=3' is set by the "
-                "runner from the recipe (checkpoint.every_steps); set that instead."
+                "trainer.save_steps=3 in command-line override 'trainer.save_steps=3' is set by the "
+                "runner from the recipe (checkpoint.every_steps, which gives 4); set that instead."
             ),
         ),
         (
@@ -210,6 +210,15 @@ def test_errors_name_the_source_and_suggest_a_fix(args, message):
     with pytest.raises(RecipeError) as error:
         load_recipe("gsm8k_tiny", args)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("name", ["gsm8k_tiny", "arith_tiny", "gsm8k_llama_qlora"])
+def test_a_resolved_recipe_written_out_loads_back_as_the_same_recipe(name, tmp_path):
+    # What --print shows and what a run writes to OUTPUT_DIR/recipe.yaml, the runner's own keys included.
+    recipe = load_recipe(name)
+    written = tmp_path / "recipe.yaml"
+    written.write_text(recipe.to_yaml())
+    assert load_recipe(str(written)).config == recipe.config
 
 
 def test_unknown_recipe_lists_the_available_ones():
