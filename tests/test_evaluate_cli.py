@@ -204,9 +204,8 @@ def test_eval_data_finds_the_split_file_and_drops_training_filters(tmp_path):
     }
     assert eval_data(data, "train")["source"] == "samples/gsm8k_train_sample.jsonl"
     (tmp_path / "mine.jsonl").write_text("")
-    assert eval_data({"source": str(tmp_path / "mine.jsonl")}, "test")["source"] == str(
-        tmp_path / "mine.jsonl"
-    )
+    with pytest.raises(EvaluationError, match="is a single file, the one training reads"):
+        eval_data({"source": str(tmp_path / "mine.jsonl")}, "test")  # no split named: the training data
     assert eval_data({"source": "openai/gsm8k"}, "test")["source"] == "openai/gsm8k"
     (tmp_path / "train.jsonl").write_text("")
     with pytest.raises(EvaluationError, match=r"train split's file and has no test sibling .*--split train"):

@@ -118,6 +118,27 @@ def test_a_user_task_from_jsonl_trains_and_evaluates_end_to_end(tmp_path):
     assert {r["gold"] for r in loaded} == {"2", "3", "4", "5"}
 
 
+def test_a_single_file_is_the_training_data_and_is_never_evaluated_as_another_split(tmp_path):
+    from recipes.evaluation.generation import EvaluationError
+    from recipes.evaluation.questions import eval_data
+
+    mine = write_jsonl(
+        tmp_path / "mine.jsonl", [{"question": f"What is {i} plus 1?", "answer": i + 1} for i in range(60)]
+    )
+    data = load_recipe("gsm8k_tiny", ["data.task=jsonl", f"data.source={mine}"]).config["data"]
+    with pytest.raises(
+        EvaluationError, match="--split test would score the questions the model trained on"
+    ) as e:
+        eval_data(data, "test")
+    assert "data.eval_source=<a test .jsonl/.parquet file>, or --split heldout" in str(e.value)
+    assert eval_data(data, "train")["source"] == str(mine)  # the training questions, asked for by name
+    assert eval_data(data, "heldout")["source"] == str(
+        mine
+    )  # the questions carved from it, left out of training
+    test = write_jsonl(tmp_path / "exam.jsonl", [{"question": "2+2?", "answer": 4}])
+    assert eval_data({**data, "eval_source": str(test)}, "test")["source"] == str(test)
+
+
 @pytest.mark.parametrize(("busy_percent", "threads"), [(0.0, 2), (20.0, 2), (30.0, 1), (60.0, 1), (100.0, 1)])
 def test_the_warm_start_takes_a_second_thread_only_when_two_cores_are_idle(
     monkeypatch, busy_percent, threads

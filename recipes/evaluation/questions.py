@@ -23,7 +23,8 @@ def eval_data(data: dict, split: str) -> dict:
     ``data.eval_source``, when set, replaces ``data.source`` (MATH trains on one dataset and is evaluated on
     MATH-500); ``data.config`` names a config of the training source, so it does not follow. The ``heldout``
     split belongs to the training data: it is read from ``data.source``, and where the task carves it from the
-    training split (recipes/tasks/heldout.py), from the training split's file.
+    training split (recipes/tasks/heldout.py), from the training split's file. A single file that names no split
+    is the training data: any other split of it is refused, never read from it.
     """
     from recipes.data import resolve_source
     from recipes.recipe import with_defaults
@@ -42,6 +43,14 @@ def eval_data(data: dict, split: str) -> dict:
     if not path.is_file():
         return data  # a folder or a Hub id: recipes.data picks the split
     named = [w for w in SPLIT_WORDS if re.search(rf"(?<![A-Za-z]){w}(?![A-Za-z])", path.stem)]
+    trained_on = data.get("split", "train")
+    if not named and key == "data.source" and read != trained_on:
+        raise EvaluationError(
+            f"data.source {data['source']} is a single file, the one training reads: --split {split} would score "
+            f"the questions the model trained on. Pass data.eval_source=<a {split} .jsonl/.parquet file>, or "
+            f"--split heldout (questions carved from it that training never sees), or --split {trained_on} to "
+            "score the training questions on purpose."
+        )
     if not named or read in named:
         return data
     sibling = Path(data["source"]).with_name(re.sub(rf"(?<![A-Za-z]){named[0]}(?![A-Za-z])", read, path.name))
