@@ -55,6 +55,7 @@ from recipes.evaluation.records import (
     repair_end,
     summary,
 )
+from recipes.evaluation.trained_on import warn_if_other_data
 from recipes.recipe import load_recipe
 
 logger = logging.getLogger("recipes.evaluate")
@@ -141,6 +142,7 @@ def evaluate(
     if adapter:
         folder = fetch_checkpoint(str(adapter), endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
         generation.adapter_rank(folder)
+        warn_if_other_data(Path(folder), recipe.config["data"])
     data = eval_data(recipe.config["data"], split)
     rows = load_split(data, split=split)
     rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()

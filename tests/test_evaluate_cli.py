@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shutil
 import subprocess
@@ -16,6 +17,7 @@ from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
 from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import read_records
+from recipes.recipe import load_recipe
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records
 
@@ -330,7 +332,6 @@ def test_the_script_prints_errors_without_a_traceback(tmp_path):
 
 def test_python_api_takes_values_and_returns_the_records_the_cli_wrote(baseline, tmp_path):
     from recipes.evaluate import evaluate
-    from recipes.recipe import load_recipe
 
     out = tmp_path / "api.jsonl"
     out.write_bytes(baseline.read_bytes())  # the same run: the API resumes it and generates nothing
@@ -338,3 +339,28 @@ def test_python_api_takes_values_and_returns_the_records_the_cli_wrote(baseline,
     assert result.records == lines(baseline) and result.questions == 4
     assert result.accuracy == sum(r["correct"] for r in result.records) / 8
     assert result.decoding.max_new_tokens == 16
+
+
+def test_an_adapter_evaluated_on_other_data_than_its_run_trained_on_is_warned(tmp_path, caplog):
+    from recipes.evaluation.trained_on import warn_if_other_data
+
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"question": "1+1?", "answer": 2}\n')
+    trained = load_recipe("gsm8k_tiny", ["data.task=jsonl", f"data.source={mine}"])
+    run = tmp_path / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / "recipe.yaml").write_text(trained.to_yaml())  # as recipes/run.py writes it
+    with caplog.at_level(logging.WARNING, logger="recipes.evaluate"):
+        assert warn_if_other_data(run, trained.config["data"]) == []
+        assert warn_if_other_data(run / "checkpoint-2", trained.config["data"]) == []
+        assert not caplog.records
+        # The run's data.* overrides forgotten: the bundled GSM8K sample instead of the user's file.
+        assert warn_if_other_data(run / "checkpoint-2", load_recipe("gsm8k_tiny").config["data"]) == [
+            "task",
+            "source",
+        ]
+    assert f"data.task='jsonl', data.source='{mine}' ({run / 'recipe.yaml'})" in caplog.text
+    assert "pass the run's data.* overrides" in caplog.text
+    assert (
+        warn_if_other_data(tmp_path / "downloaded", trained.config["data"]) == []
+    )  # no recipe.yaml beside it
