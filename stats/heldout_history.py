@@ -189,13 +189,13 @@ def heldout_table(heldout: HeldoutHistory | None) -> str:
         return "held-out accuracy: not logged (recipe section heldout)"
     lines = [
         f"held-out accuracy ({heldout.source}):",
-        f"{'step':>7}  {'accuracy':>8}  {'95% interval':>15}  {'unparseable':>11}  {'reward':>7}",
+        f"{'step':>7}  {'accuracy':>8}  {'95% interval':>15}  {'unparseable':>11}  {'train reward':>12}",
     ]
     for e in heldout.evaluations:
         interval = "-" if e.low is None or e.high is None else f"{_percent(e.low)}-{_percent(e.high)}"
         reward = "-" if e.reward is None else f"{e.reward:.3f}"
         cells = (_percent(e.accuracy), interval, _percent(e.unparseable), reward)
-        lines.append(f"{e.step:>7}  {cells[0]:>8}  {cells[1]:>15}  {cells[2]:>11}  {cells[3]:>7}")
+        lines.append(f"{e.step:>7}  {cells[0]:>8}  {cells[1]:>15}  {cells[2]:>11}  {cells[3]:>12}")
     best = best_evaluation(heldout.evaluations)
     lines.append(f"best: step {best.step}, accuracy {_percent(best.accuracy)}")
     lines += [f"alarm {a.kind} at step {a.steps[1]}: {a.message}" for a in heldout.alarms]

@@ -78,7 +78,8 @@ def test_cli_draws_and_prints_the_history_file(capsys, run_dir, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = capsys.readouterr().out.splitlines()
     start = lines.index(f"held-out accuracy ({run_dir / 'heldout' / 'history.json'}):")
-    assert lines[start + 1].split() == ["step", "accuracy", "95%", "interval", "unparseable", "reward"]
+    header = lines[start + 1].split()  # "train reward": the mean since the previous evaluation
+    assert header == ["step", "accuracy", "95%", "interval", "unparseable", "train", "reward"]
     assert [row.split() for row in lines[start + 2 : start + 5]] == [
         ["4", "40.0%", "25.0%-55.0%", "10.0%", "1.325"],
         ["8", "40.0%", "30.0%-50.0%", "5.0%", "1.800"],
