@@ -57,7 +57,19 @@ class Recipe:
 
     def to_yaml(self) -> str:
         """The fully resolved recipe as YAML (what `run.py` writes to ``output_dir/recipe.yaml``)."""
-        return yaml.safe_dump(self.config, sort_keys=False, width=110)
+        return yaml.dump(self.config, Dumper=_RecipeDumper, sort_keys=False, width=110)
+
+
+class _RecipeDumper(yaml.SafeDumper):
+    """YAML as a person writes it: a multi-line string (a system prompt) as a ``|`` block, not quoted with escapes."""
+
+
+_RecipeDumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
 
 
 def _credentials(config: dict, origins: dict, prefix: str = "") -> list[str]:

@@ -129,7 +129,11 @@ def train(recipe) -> Path:
         )
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:
-        logger.info("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
+        logger.info(
+            "Recipe %s, resolved in full in %s (python recipes/run.py %s --print shows it)",
+            recipe.name, output_dir / "recipe.yaml", recipe.name,
+        )  # fmt: skip
+        logger.debug("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
     # Storage checks and run-conflict checks first: a refused run must not touch another run's output folder.
     plan = prepare_checkpointing(
         output_dir=str(output_dir),
