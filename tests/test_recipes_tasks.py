@@ -150,3 +150,19 @@ def test_the_warm_start_takes_a_second_thread_only_when_two_cores_are_idle(
     monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 2)
     monkeypatch.setattr(psutil, "cpu_percent", lambda interval=None: busy_percent)
     assert warm_start_threads() == threads
+
+
+def test_a_built_in_model_says_what_it_builds_once_then_reuses_it(tmp_path, monkeypatch, caplog):
+    import logging
+    from pathlib import Path
+
+    from recipes.builtin import resolve_builtin
+
+    monkeypatch.setenv("GRPO_RECIPES_CACHE", str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="recipes.builtin"):
+        first = resolve_builtin("builtin:tiny-llama")
+        assert resolve_builtin("builtin:tiny-llama") == first and Path(first).parent == tmp_path
+    assert (
+        caplog.text.count("Building builtin:tiny-llama once (a BPE tokenizer and a random 2-layer Llama") == 1
+    )
+    assert caplog.text.count("Built builtin:tiny-llama in") == 1

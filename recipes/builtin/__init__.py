@@ -4,20 +4,23 @@
     tiny-arith   a tiny Llama warm-started on generated arithmetic: able but imperfect, so GRPO can improve it
 
 Each is built on first use into ``$GRPO_RECIPES_CACHE`` (default ``~/.cache/grpo-recipes``), in a folder named
-by a digest of everything that shapes it, and reused afterwards. A module here has ``build(folder)`` and
-``BUILD_KEY``.
+by a digest of everything that shapes it, and reused afterwards. A module here has ``build(folder)``,
+``BUILD_KEY`` and ``BUILDS`` (what a first use waits for, said in the log before it starts).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import time
 from pathlib import Path
 
 from recipes.builtin import tiny_arith, tiny_llama
 
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = {"tiny-llama": tiny_llama, "tiny-arith": tiny_arith}
+logger = logging.getLogger(__name__)
 
 
 def cache_dir() -> Path:
@@ -38,8 +41,11 @@ def resolve_builtin(name_or_path: str) -> str:
     digest = hashlib.sha256(repr(module.BUILD_KEY).encode()).hexdigest()[:10]
     folder = cache_dir() / f"{name}-{digest}"
     if not folder.exists():
+        logger.info("Building %s once (%s), into %s", name_or_path, module.BUILDS, folder)
+        start = time.perf_counter()
         try:
             module.build(folder)
+            logger.info("Built %s in %.0f s; later runs reuse it", name_or_path, time.perf_counter() - start)
         except OSError:
             if not folder.exists():  # another process may have won the rename race; that is fine
                 raise

@@ -16,6 +16,7 @@ measurably learns:
 
 from __future__ import annotations
 
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -23,6 +24,7 @@ from pathlib import Path
 from recipes.builtin.tiny_llama import CHAT_TEMPLATE, SPECIAL_TOKENS, bpe_tokenizer, random_llama, save_model
 from recipes.tasks import arithmetic
 
+logger = logging.getLogger(__name__)
 # The system prompt of the arith recipes; the warm start trains with it so prompts look the same in GRPO.
 SYSTEM_PROMPT = "Solve the problem. End with '#### <number>'."
 ARITH_CONFIG = {
@@ -87,6 +89,7 @@ def build_arith_model(
     """
     import torch
     from datasets import Dataset
+    from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
     folder = Path(folder)
@@ -126,14 +129,17 @@ def build_arith_model(
                 seed=seed,
                 data_seed=seed,
                 bf16=False,
-                gradient_checkpointing=False,  # on by TRL's default: recomputing 2 small layers cost 13% of the time
+                activation_checkpointing=False,  # on by TRL's default: recomputing 2 small layers cost 13% of the time
                 max_length=128,
                 dataloader_num_workers=0,
                 disable_tqdm=True,
                 label_smoothing_factor=SFT_LABEL_SMOOTHING,
             )
             trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+            trainer.remove_callback(PrinterCallback)  # its loss dicts on stdout; one line below instead
             trainer.train()
+        losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+        logger.info("Warm start: %d supervised steps, loss %.2f -> %.2f", sft_steps, losses[0], losses[-1])
     finally:
         torch.set_num_threads(threads)
     model = trainer.model
@@ -148,6 +154,7 @@ def build(folder: Path) -> Path:
     return build_arith_model(folder)
 
 
+BUILDS = "a tokenizer, a random 2-layer Llama and a supervised warm start: about 35 s on 2 idle CPU cores"
 BUILD_VERSION = 1  # bump when build_arith_model changes what it writes
 # Everything that shapes the built model, the problems it learns from included: a change makes a new cache folder.
 BUILD_KEY = (
