@@ -256,14 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
     args = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        return exit_status(lambda: evaluate_and_report(args))
-    except KeyboardInterrupt:
-        print(
-            f"\ninterrupted: finished batches are saved in {args.out}; rerun the same command to resume.",
-            file=sys.stderr,
-        )
-        return 130
+    return exit_status(
+        lambda: evaluate_and_report(args),
+        interrupted=f"finished batches are saved in {args.out}; rerun the same command to resume.",
+    )
 
 
 if __name__ == "__main__":

@@ -244,7 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             train(recipe)
 
-    return exit_status(command)  # a UserError is the user's to fix: its message, not a traceback
+    # A UserError is the user's to fix: its message, not a traceback. So is Ctrl-C: say how to go on.
+    return exit_status(
+        command,
+        interrupted="every checkpoint saved before it is kept; rerun the same command to resume from the newest.",
+    )
 
 
 if __name__ == "__main__":
