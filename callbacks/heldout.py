@@ -108,15 +108,16 @@ class HeldoutCallback(TrainerCallback):
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             write_text_atomically(self.output_dir / entry["records"], text)
-        self._log(entry, control)
+        self._log(entry, control, state.is_world_process_zero)
         if control.should_save:
             self._mark_best(state, entry)
         reasons = self._alarm(state) + self._plateau()
         if reasons and not self.history["stopped"]:
             self.history["stopped"] = {"step": step, "reason": "; ".join(reasons)}
-            logger.warning(
-                "Ending the run at step %d, saving checkpoint-%d first: %s", step, step, reasons[0]
-            )
+            if state.is_world_process_zero:
+                logger.warning(
+                    "Ending the run at step %d, saving checkpoint-%d first: %s", step, step, reasons[0]
+                )
             control.should_training_stop = True
             if not control.should_save:
                 control.should_save = True
@@ -137,7 +138,7 @@ class HeldoutCallback(TrainerCallback):
         rewards = [e["reward"] for e in log_history if "reward" in e and e.get("step", 0) > previous]
         return sum(rewards) / len(rewards) if rewards else None
 
-    def _log(self, entry: dict, control) -> None:
+    def _log(self, entry: dict, control, main: bool) -> None:
         metrics = {"heldout/accuracy": entry["accuracy"], "heldout/unparseable": entry["unparseable"]}
         if entry["low"] is not None:
             metrics |= {"heldout/accuracy_low": entry["low"], "heldout/accuracy_high": entry["high"]}
@@ -148,6 +149,8 @@ class HeldoutCallback(TrainerCallback):
         control.should_log = should_log
         interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
         best = best_by_accuracy(self.history["evaluations"], lambda e: (e["accuracy"], e["step"]))
+        if not main:  # every process evaluated and logged the metrics; one says it
+            return
         logger.info(
             "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; best "
             "%.1f%% at step %d",
@@ -166,7 +169,8 @@ class HeldoutCallback(TrainerCallback):
         """Log each new alarm as a warning; the reasons to stop, when the recipe says alarms end the run."""
         new = check_alarms(self.history, state.log_history, self.alarms)
         for alarm in new:
-            logger.warning("ALARM %s (%s): %s", alarm.kind, alarm.metric, alarm.message)
+            if state.is_world_process_zero:
+                logger.warning("ALARM %s (%s): %s", alarm.kind, alarm.metric, alarm.message)
             self.history["alarms"].append(alarm.as_record())
         return [f"alarm {a.kind}: {a.message}" for a in new] if self.stop_on_alarm else []
 

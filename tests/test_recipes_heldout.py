@@ -68,16 +68,20 @@ def test_limit_applies_to_training_rows_after_the_carve(gsm8k_dir):
     assert len(load_split({**data, "limit": 100}, "heldout")) == 365  # the held-out split is not cut
 
 
-def test_bundled_tiny_recipes_get_a_heldout_split_from_their_train_file():
+def test_bundled_tiny_recipes_get_a_heldout_split_from_their_train_file(monkeypatch, caplog):
+    monkeypatch.setattr("recipes.tasks.heldout._said", set())
     for name, sizes in (("gsm8k_tiny", (5, 195)), ("math_tiny", (10, 90))):
         data = load_recipe(name).config["data"]
         evaluated = eval_data(data, "heldout")
         assert evaluated["source"] == data["source"]  # the train sample, not a test file or data.eval_source
-        heldout = load_split(evaluated, "heldout")
-        train = load_split({**data, "max_prompt_tokens": None})
+        with caplog.at_level("INFO", logger="recipes.tasks.heldout"):
+            heldout = load_split(evaluated, "heldout")
+            train = load_split({**data, "max_prompt_tokens": None})
         assert (len(heldout), len(train)) == sizes
         assert all(i.split("-")[1] == "train" for i in heldout["id"])
         assert not set(heldout["id"]) & set(train["id"])
+        # Both splits read the carve; the log says it once.
+        assert caplog.text.count(f"train split: {sizes[0]} of {sum(sizes)} rows held out") == 1
 
 
 def test_math_heldout_comes_from_its_train_source_not_math500(math_dir):

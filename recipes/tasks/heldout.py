@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 
 from recipes.tasks.sources import DataError, has_split_files
 
@@ -79,16 +80,21 @@ def task_rows(task, data: dict, split: str):
             f"{HELDOUT_PERCENT}% of the {data['split']} split's questions that hash into it, and none of its "
             f"{len(rows)} do. Add training rows, or turn held-out evaluation off (heldout.enabled=false)."
         )
-    logger.info(
+    _say_once(
         "%s's %s split: %d of %d rows held out (%d%% of questions, by hash), the other %d for training.",
-        data["source"],
-        data["split"],
-        sum(held),
-        len(rows),
-        HELDOUT_PERCENT,
-        len(rows) - sum(held),
-    )
+        data["source"], data["split"], sum(held), len(rows), HELDOUT_PERCENT, len(rows) - sum(held),
+    )  # fmt: skip
     return rows.select([i for i, is_held in enumerate(held) if is_held == (split == HELDOUT)])
+
+
+_said: set[tuple] = set()
+
+
+def _say_once(message: str, *args) -> None:
+    """Log how a split is carved once per run: both splits are read, in every process of a launch."""
+    if args not in _said and os.environ.get("RANK", "0") == "0":
+        _said.add(args)
+        logger.info(message, *args)
 
 
 def _own_heldout(task, data: dict, split: str):
@@ -103,7 +109,7 @@ def _own_heldout(task, data: dict, split: str):
             f"trained on. Remove them from one of the files, or remove the {HELDOUT} files to carve the held-out "
             f"split from {data['split']} by hash."
         )
-    logger.info(
+    _say_once(
         "%s: the held-out split is its own %s files (%d questions); training on all %d rows of its %s split.",
         data["source"], HELDOUT, len(held), len(train), data["split"],
     )  # fmt: skip
