@@ -125,6 +125,7 @@ def test_rerun_generates_nothing_and_leaves_the_file_unchanged(baseline, tmp_pat
     assert "4 questions x 2 samples = 8 records" in stdout
     assert re.search(r"strict-match +\d+/8 .*\n +flexible-extract +\d+/8", stdout)
     assert "python -m stats.compare" in stdout and "--adapter ADAPTER" in stdout
+    assert f"--out {tmp_path / 'tuned.jsonl'}" in stdout  # beside this file, named for the other side
 
 
 def test_truncated_last_line_is_dropped_and_redone_identically(baseline, tmp_path, capsys, count_generate):
