@@ -69,7 +69,9 @@ def test_adapter_run_sees_the_baseline_questions_and_compares(base_file, adapter
         r["adapter"] == str(adapter_dir) and r["adapter_path"] == str(adapter_dir.resolve()) for r in records
     )
     assert [r["completion"] for r in records] != [r["completion"] for r in base]  # the adapter is applied
-    assert f"python -m stats.compare base.jsonl {tuned}" in stdout
+    assert (
+        f"python -m stats.compare {tuned.with_name('base.jsonl')} {tuned}" in stdout
+    )  # the base's file beside it
     result = compare(base_file, tuned)
     assert result.returncode == 0, result.stderr
     assert "Paired comparison by question" in result.stdout and "4 questions" in result.stdout
@@ -108,7 +110,7 @@ def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path)
         check=False, capture_output=True, text=True, cwd=REPO, env=env,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "python -m stats.compare base.jsonl" in result.stdout
+    assert f"python -m stats.compare {tuned.with_name('base.jsonl')} {tuned}" in result.stdout
     records = lines(tuned)
     assert {r["adapter"] for r in records} == {remote}
     fetched = {r["adapter_path"] for r in records}
