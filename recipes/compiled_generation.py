@@ -20,7 +20,6 @@ check first): to be checked on a GPU (docs/PERFORMANCE.md).
 from __future__ import annotations
 
 import logging
-import os
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +100,7 @@ def use_compiled_generation(recipe) -> bool:
     Raises:
         RecipeError: ``true`` with a bitsandbytes base, vLLM, continuous batching, FSDP or ZeRO-3.
     """
+    from recipes.launcher import first_process
     from recipes.layers import RecipeError
 
     if not recipe.config["model"]["compiled_generation"]:
@@ -108,7 +108,7 @@ def use_compiled_generation(recipe) -> bool:
     refusal = compile_refusal(recipe.config)
     if refusal:
         raise RecipeError(refusal)
-    if os.environ.get("RANK", "0") == "0":
+    if first_process():
         logger.info(
             "model.compiled_generation=true: decoding with a static KV cache and a compiled step; the first "
             "generation of each shape pauses to compile"

@@ -18,6 +18,12 @@ from recipes.layers import RecipeError
 logger = logging.getLogger(__name__)
 
 
+def first_process() -> bool:
+    """Whether this is a launch's first process (``RANK`` 0, or no launcher): the one that says a thing once per run
+    where every process decides it."""
+    return os.environ.get("RANK", "0") == "0"
+
+
 def recipe_precision(trainer: dict) -> str:
     """The mixed precision a recipe trains in, in accelerate's words: ``bf16``, ``fp16`` or ``no``."""
     return "bf16" if trainer["bf16"] else "fp16" if trainer["fp16"] else "no"
@@ -37,7 +43,7 @@ def reconcile_precision(recipe) -> None:
     trainer = recipe.config["trainer"]
     # Once per run, not per rank; and not for accelerate's default "no" (a plain `accelerate launch`), which the
     # Trainer itself overrides with the recipe's bf16/fp16 (DeepSpeed alone would refuse it).
-    chose = launched != "no" and os.environ.get("RANK", "0") == "0"
+    chose = launched != "no" and first_process()
     say = logger.warning if chose else logger.debug
     say(
         "The accelerate config asks for mixed_precision=%s, but recipe %s has trainer.bf16=%s trainer.fp16=%s: "

@@ -221,13 +221,13 @@ def use_merged_generation(recipe) -> bool:
     Raises:
         RecipeError: ``true`` under FSDP or ZeRO-3, or with TRL's continuous batching.
     """
-    from recipes.launcher import sharding_engine
+    from recipes.launcher import first_process, sharding_engine
     from recipes.layers import RecipeError
 
     lora, t = recipe.config["lora"], recipe.config["trainer"]
     setting = lora["merged_generation"]
     env = os.environ.get
-    main = env("RANK", "0") == "0"  # say it once per run, not per process
+    main = first_process()
     if setting is False or t["use_vllm"]:  # vLLM generates: TRL syncs merged weights to it itself
         if main:
             logger.info("lora.merged_generation=%s: generating with peft's LoRA branch", str(setting).lower())

@@ -65,12 +65,14 @@ def changed_keys(before: dict, after: dict) -> list[str]:
     ]
 
 
+def saved_recipe_file(checkpoint: Path, output_dir: Path) -> Path | None:
+    """The recipe.yaml a run was made with: the checkpoint's own copy (synced runs), else the output folder's."""
+    return next((p for p in (checkpoint / "recipe.yaml", output_dir / "recipe.yaml") if p.is_file()), None)
+
+
 def _saved_recipe(checkpoint: Path, output_dir: Path) -> dict | None:
-    """The recipe the run was made with: the checkpoint's own copy (synced runs), else the output folder's."""
-    for path in (checkpoint / "recipe.yaml", output_dir / "recipe.yaml"):
-        if path.is_file():
-            return yaml.safe_load(path.read_text(encoding="utf-8"))
-    return None
+    path = saved_recipe_file(checkpoint, output_dir)
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
 
 
 def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:

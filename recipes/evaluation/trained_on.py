@@ -16,13 +16,14 @@ QUESTION_KEYS = ("task", "source", "config", "system_prompt")
 
 
 def trained_data(adapter: Path) -> tuple[Path, dict] | None:
-    """The ``data:`` section the adapter's run trained on, and the file it was read from: OUTPUT_DIR/recipe.yaml
-    beside the final adapter, or above a checkpoint-N; None where no run wrote one (a downloaded checkpoint)."""
-    for folder in (adapter, adapter.parent):
-        path = folder / "recipe.yaml"
-        if path.is_file():
-            return path, (yaml.safe_load(path.read_text()) or {}).get("data") or {}
-    return None
+    """The ``data:`` section the adapter's run trained on, and the file it was read from: the checkpoint's own
+    recipe.yaml, or its run's beside the final adapter or above a checkpoint-N; None where there is none."""
+    from recipes.rerun import saved_recipe_file
+
+    path = saved_recipe_file(adapter, adapter.parent)
+    return (
+        (path, (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data") or {}) if path else None
+    )
 
 
 def warn_if_other_data(adapter: Path, data: dict) -> list[str]:

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 
+from recipes.launcher import first_process
 from recipes.tasks.sources import DataError, has_split_files
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ _said: set[tuple] = set()
 
 def _say_once(message: str, *args) -> None:
     """Log how a split is carved once per run: both splits are read, in every process of a launch."""
-    if args not in _said and os.environ.get("RANK", "0") == "0":
+    if args not in _said and first_process():
         _said.add(args)
         logger.info(message, *args)
 
