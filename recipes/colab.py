@@ -19,6 +19,7 @@ import os
 from pathlib import Path
 
 from common.errors import UserError
+from common.logs import log_to_stderr
 
 # Colab secret (and environment variable) -> what it is for. AWS_* and HF_TOKEN are read by boto3 and
 # huggingface_hub from the environment; S3_ENDPOINT_URL is ours (s3_endpoint).
@@ -206,7 +207,7 @@ def run_step(step, *args, **kwargs):
     name = f"{step.__module__}.{step.__name__}"
     print(f"> {name}", flush=True)
     # What the command-line tools log (resuming from, checkpoints synced) shows in the notebook too.
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(level=None)
     for package in ("recipes", "callbacks", "stats"):
         logging.getLogger(package).setLevel(logging.INFO)
     try:

@@ -41,6 +41,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from common.errors import exit_status
+from common.logs import log_to_stderr
 from recipes.evaluation import generation
 from recipes.evaluation.generation import Decoding
 from recipes.evaluation.questions import eval_data, select_questions
@@ -270,7 +271,7 @@ def evaluate_and_report(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the process exit code."""
     args = build_parser().parse_intermixed_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr()
     return exit_status(
         lambda: evaluate_and_report(args),
         interrupted=f"finished batches are saved in {args.out}; rerun the same command to resume.",

@@ -10,6 +10,7 @@ import logging
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
+from common.hub import hub_errors
 from common.quiet import BNB_CPU_4BIT_KERNEL
 from recipes.builtin import resolve_builtin
 
@@ -25,16 +26,18 @@ def model_path(model: dict) -> str:
 
 def load_config(model: dict):
     """The model's config only (a small JSON file): enough for load-time checks and memory planning."""
-    return AutoConfig.from_pretrained(
-        model_path(model), revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
-    )
+    with hub_errors(model["name_or_path"], "model.name_or_path", "config"):
+        return AutoConfig.from_pretrained(
+            model_path(model), revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
+        )
 
 
 def load_tokenizer(model: dict):
     """Tokenizer padded on the left (generation appends on the right) with a pad token distinct from EOS if any."""
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_path(model), revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
-    )
+    with hub_errors(model["name_or_path"], "model.name_or_path", "tokenizer"):
+        tokenizer = AutoTokenizer.from_pretrained(
+            model_path(model), revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
+        )
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         vocab = tokenizer.get_vocab()
@@ -78,7 +81,8 @@ def load_model(model: dict, *, device_index: int | None = None):
         kwargs["device_map"] = {
             "": device_index if torch.cuda.is_available() and device_index is not None else "cpu"
         }
-    return AutoModelForCausalLM.from_pretrained(model_path(model), **kwargs)
+    with hub_errors(model["name_or_path"], "model.name_or_path", "weights"):
+        return AutoModelForCausalLM.from_pretrained(model_path(model), **kwargs)
 
 
 def lora_config(lora: dict):

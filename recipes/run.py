@@ -23,6 +23,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from common.errors import exit_status
+from common.logs import log_to_stderr
 from recipes.recipe import available, load_recipe
 
 logger = logging.getLogger("recipes.run")
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             "--config_file only shapes --plan; to train with an accelerate config, give it to the launcher: "
             f"accelerate launch --config_file {args.config_file} recipes/run.py {args.recipe}"
         )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr()
 
     def command() -> None:
         recipe = load_recipe(args.recipe, args.overrides)

@@ -64,3 +64,22 @@ def test_trls_read_of_the_deprecated_checkpointing_flag_is_not_shown_and_other_f
     stderr = _stderr(code)
     assert "is_gradient_checkpointing" not in stderr and "another deprecation" in stderr
     assert "is_gradient_checkpointing" in _stderr(code.replace("import common, warnings", "import warnings"))
+
+
+def test_hub_and_datasets_log_lines_print_once_under_the_command_lines_logging():
+    """huggingface_hub and datasets keep their own handler; under basicConfig alone each line printed twice."""
+    code = (
+        "import logging, datasets, huggingface_hub\n"
+        "from common.logs import log_to_stderr\n"
+        "log_to_stderr()\n"
+        "logging.getLogger('huggingface_hub.utils._http').warning('Retrying in 1s [Retry 1/5].')\n"
+        "logging.getLogger('datasets.load').warning('Using the latest cached version')\n"
+        "logging.getLogger('recipes.run').info('a line of ours')\n"
+    )
+    stderr = _stderr(code)
+    assert stderr.count("Retrying in 1s") == 1 and stderr.count("Using the latest cached version") == 1
+    assert stderr.count("INFO recipes.run: a line of ours") == 1
+    twice = _stderr(
+        code.replace("from common.logs import log_to_stderr\nlog_to_stderr()", "logging.basicConfig()")
+    )
+    assert twice.count("Retrying in 1s") == 2

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from common.errors import UserError
+from common.hub import hub_errors
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -109,7 +110,8 @@ def config_names(source: str) -> list[str] | None:
     path = Path(resolve_source(source))
     if path.exists() and not hub_layout(path):
         return None
-    return list(get_dataset_config_names(str(path) if path.exists() else source))
+    with hub_errors(source, "data.source", "dataset"):
+        return list(get_dataset_config_names(str(path) if path.exists() else source))
 
 
 def read_raw(source: str, split: str, config: str | None = None):
@@ -130,7 +132,8 @@ def read_raw(source: str, split: str, config: str | None = None):
         return load_dataset(builder, data_files={split: files}, split=split)
     if path.suffix in SUFFIXES or source.startswith((".", "/")):
         raise DataError(f"data.source {source!r}: no such file or folder.")
-    return load_dataset(source, config, split=split)
+    with hub_errors(source, "data.source", "dataset"):
+        return load_dataset(source, config, split=split)
 
 
 def require_columns(raw, columns: tuple[str, ...], source: str) -> None:

@@ -1,0 +1,147 @@
+"""Hub downloads that fail for a fixable reason end in one error naming the recipe key and the fix.
+
+transformers, datasets and huggingface_hub run for real against a local server standing in for the Hub
+(``HF_ENDPOINT``), answering as the Hub does for a gated repo, a missing repo and a missing revision.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from conftest import REPO
+
+# The Hub's answers, chosen by a word in the requested path; huggingface_hub reads X-Error-Code.
+ANSWERS = {
+    "gated-org": (401, "GatedRepo", "Access to model gated-org/model is restricted."),
+    "no-such-branch": (404, "RevisionNotFound", "Invalid rev id: no-such-branch"),
+    "no-such-org": (404, "RepoNotFound", "Repository not found"),
+}
+
+SCRIPT = """
+import sys
+from common.errors import UserError
+from recipes.model import load_config, load_tokenizer
+from recipes.tasks.sources import read_raw
+
+def model(name, revision=None):
+    return {"name_or_path": name, "revision": revision, "trust_remote_code": False}
+
+calls = {
+    "gated config": lambda: load_config(model("gated-org/model")),
+    "missing tokenizer": lambda: load_tokenizer(model("no-such-org/model")),
+    "missing revision": lambda: load_config(model("some-org/model", "no-such-branch")),
+    "missing dataset": lambda: read_raw("no-such-org/data", "test"),
+}
+for name, call in calls.items():
+    try:
+        call()
+        print(name, "=> loaded")
+    except UserError as e:
+        print(name, "=>", type(e).__name__, e)
+"""
+
+
+class FakeHub(BaseHTTPRequestHandler):
+    def answer(self, body: bool) -> None:
+        status, code, message = next(
+            (answer for word, answer in ANSWERS.items() if word in self.path), ANSWERS["no-such-org"]
+        )
+        payload = json.dumps({"error": message}).encode()
+        self.send_response(status)
+        self.send_header("X-Error-Code", code)
+        self.send_header("X-Error-Message", message)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        if body:
+            self.wfile.write(payload)
+
+    def do_HEAD(self):
+        self.answer(body=False)
+
+    def do_GET(self):
+        self.answer(body=True)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def hub_messages(tmp_path_factory) -> dict[str, str]:
+    """What each failing load said, run in a fresh process pointed at the fake Hub with an empty cache."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    home = tmp_path_factory.mktemp("hf_home")
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}",
+        "HF_HOME": str(home),
+        "HF_HUB_OFFLINE": "0",
+        "HF_DATASETS_OFFLINE": "0",
+        "HF_TOKEN": "hf_NotARealTokenForTheFakeHub",
+    }
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT],
+            check=False,
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+    finally:
+        server.shutdown()
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.partition(" => ") for line in done.stdout.splitlines() if " => " in line]
+    return {name: said for name, _, said in lines}
+
+
+def test_gated_model_names_key_license_and_login(hub_messages):
+    said = hub_messages["gated config"]
+    assert said.startswith("HubError model.name_or_path: gated-org/model is gated on the Hugging Face Hub")
+    assert "https://huggingface.co/gated-org/model" in said and "hf auth login" in said
+    assert "hf_NotARealToken" not in said
+
+
+def test_missing_repo_and_revision_name_their_keys(hub_messages):
+    assert hub_messages["missing tokenizer"].startswith(
+        "HubError model.name_or_path: no-such-org/model is not on the Hugging Face Hub, or is private."
+    )
+    assert hub_messages["missing revision"].startswith(
+        "HubError model.revision: some-org/model has no such revision on the Hugging Face Hub."
+    )
+
+
+def test_missing_dataset_names_data_source(hub_messages):
+    said = hub_messages["missing dataset"]
+    assert said.startswith("HubError data.source: ") and "no-such-org/data" in said
+    assert "hf auth login" in said
+
+
+def test_offline_without_cache_says_so_in_one_line(tmp_path):
+    """A command line, offline with an empty cache: exit 2 and one error naming the key, no traceback."""
+    env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "recipes/evaluate.py", "gsm8k_tiny", "data.source=openai/gsm8k", "data.config=main"]
+        + ["--out", str(tmp_path / "base.jsonl"), "--samples", "1"],
+        check=False,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    assert (
+        "error: data.source: HF_HUB_OFFLINE is set, and openai/gsm8k (dataset) is not in the local cache "
+        f"({tmp_path / 'hub'})" in done.stderr
+    )
+    assert not (tmp_path / "base.jsonl").exists()
