@@ -72,9 +72,8 @@ def compile_declines(config: dict) -> str | None:
         )
     if t.get("use_vllm"):
         return "trainer.use_vllm=true: vLLM generates, and compiles its own decode step"
-    for key in ("use_transformers_continuous_batching", "use_transformers_paged"):
-        if t.get(key):
-            return f"trainer.{key}=true: its paged cache is not a static cache"
+    if t.get("use_transformers_continuous_batching"):
+        return "trainer.use_transformers_continuous_batching=true: its paged cache is not a static cache"
     from recipes.launcher import sharding_engine
 
     sharded = sharding_engine(t)

@@ -202,7 +202,7 @@ def auto_declines(config: dict) -> str | None:
     t = config.get("trainer") or {}
     if t.get("use_vllm"):
         return "vllm"
-    if t.get("use_transformers_continuous_batching") or t.get("use_transformers_paged"):
+    if t.get("use_transformers_continuous_batching"):
         return "paged"
     if lora_dropout_active(config):
         return "dropout"

@@ -103,10 +103,15 @@ def _annotation_types(annotation) -> tuple | None:
 
 
 def trainer_fields() -> dict[str, tuple | None]:
-    """GRPOConfig's fields and the base types each accepts."""
+    """GRPOConfig's fields (not the old names of renamed ones) and the base types each accepts."""
     from trl import GRPOConfig
 
-    return {f.name: _annotation_types(f.type) for f in dataclasses.fields(GRPOConfig) if f.init}
+    fields = dataclasses.fields(GRPOConfig)
+    return {
+        f.name: _annotation_types(f.type)
+        for f in fields
+        if f.init and f.name not in schema.RENAMED_TRAINER_KEYS
+    }
 
 
 def _other_home(key: str, besides: str | None = None) -> str:
@@ -130,6 +135,12 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
     for key, value in section.items():
         where = origins.get(f"{name}.{key}", origins.get(name, "the recipe"))
         if key not in specs:
+            if name == "trainer" and key in schema.RENAMED_TRAINER_KEYS:
+                new = schema.RENAMED_TRAINER_KEYS[key]
+                errors.append(
+                    f"trainer.{key} in {where} is the old name of trainer.{new}: write {new} instead."
+                )
+                continue
             hint = _other_home(key, name) or did_you_mean(key, specs, prefix=name + ".")
             errors.append(f"Unknown key {name}.{key} in {where}.{hint}")
             continue
@@ -152,14 +163,22 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
 
 
 def trainer_defaults() -> dict[str, Any]:
-    """Every ``trl.GRPOConfig`` field with its default: what a recipe's ``trainer:`` section is resolved over."""
+    """Every ``trl.GRPOConfig`` field with its default: what a recipe's ``trainer:`` section is resolved over.
+
+    A renamed field's default moves to its new name where that has none (GRPOConfig turns activation
+    checkpointing on through the old name), and the old name is left out.
+    """
     from trl import GRPOConfig
 
-    return {
+    defaults = {
         f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
         for f in dataclasses.fields(GRPOConfig)
         if f.init
     }
+    for old, new in schema.RENAMED_TRAINER_KEYS.items():
+        old_default = defaults.pop(old)
+        defaults[new] = old_default if defaults[new] is None else defaults[new]
+    return defaults
 
 
 def with_defaults(config: dict) -> dict:

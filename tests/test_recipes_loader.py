@@ -179,6 +179,15 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
             ),
         ),
         (["lora.merged_generation=AUTO"], "must be one of auto, true, false, got 'AUTO'. Did you mean auto?"),
+        # transformers ignores the old name when the new one is set (the base recipe sets it): refused, renamed
+        (
+            ["trainer.gradient_checkpointing=false"],
+            (
+                "trainer.gradient_checkpointing in command-line override 'trainer.gradient_checkpointing=false' "
+                "is the old name of trainer.activation_checkpointing: write activation_checkpointing instead."
+            ),
+        ),
+        (["trainer.use_transformers_paged=true"], "old name of trainer.use_transformers_continuous_batching"),
         (["trainer"], "Malformed override 'trainer': expected section.key=value"),
         (["=3"], "Malformed override '=3'"),
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
@@ -348,6 +357,26 @@ def test_every_reader_sees_the_resolved_trainer_numbers():
     )
     funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     assert funcs[0].max_completion_length == 48
+
+
+def test_renamed_trainer_keys_resolve_under_their_new_names_as_grpo_config_does(tmp_path):
+    from trl import GRPOConfig
+
+    from recipes.run import grpo_config
+
+    # GRPOConfig turns checkpointing on through the old name; the resolved recipe says so under the new one.
+    untouched = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False)
+    assert trainer_defaults()["activation_checkpointing"] is untouched.activation_checkpointing is True
+    for name in ("gsm8k_tiny", "gsm8k_llama"):
+        recipe = load_recipe(name)
+        trainer = recipe.config["trainer"]
+        assert not {"gradient_checkpointing", "use_transformers_paged"} & set(trainer)
+        config = grpo_config(recipe)
+        assert (
+            config.activation_checkpointing
+            == config.gradient_checkpointing
+            == trainer["activation_checkpointing"]
+        )
 
 
 def test_checkpoint_section_is_validated_at_load_by_its_one_rule_set():

@@ -108,13 +108,12 @@ def section(config: dict, name: str) -> dict:
 def trainer_settings(config: dict) -> dict:
     """The resolved ``trainer:`` section plus what the formulas derive from it.
 
-    ``checkpointing`` is ``activation_checkpointing``, else its deprecated alias ``gradient_checkpointing`` (TRL
-    defaults it to on); ``every_n_layers`` comes from its kwargs.
+    ``checkpointing`` is ``activation_checkpointing`` (TRL defaults it to on); ``every_n_layers`` comes from its
+    kwargs.
     """
     t = dict(section(config, "trainer"))
-    chosen = t["activation_checkpointing"]
-    t["checkpointing"] = bool(t["gradient_checkpointing"] if chosen is None else chosen)
-    kwargs = t["activation_checkpointing_kwargs"] or t["gradient_checkpointing_kwargs"] or {}
+    t["checkpointing"] = bool(t["activation_checkpointing"])
+    kwargs = t["activation_checkpointing_kwargs"] or {}
     kwargs = json.loads(kwargs) if isinstance(kwargs, str) else kwargs
     if kwargs.get("offload"):
         raise RecipeError(
