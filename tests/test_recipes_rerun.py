@@ -112,3 +112,15 @@ def test_changed_keys_ignore_what_a_continued_run_may_change():
         ],
     ).config
     assert changed_keys(before, after) == ["trainer.beta: 0.0 -> 0.1"]
+
+
+def test_a_recipe_saved_with_the_old_checkpointing_name_still_matches():
+    """recipe.yaml files written before renamed trainer keys were left out hold them; a continued run passes."""
+    now = load_recipe("gsm8k_tiny").config
+    saved = {
+        **now,
+        "trainer": {**now["trainer"], "gradient_checkpointing": True, "use_transformers_paged": False},
+    }
+    assert changed_keys(saved, now) == []
+    saved["trainer"]["activation_checkpointing"] = True
+    assert changed_keys(saved, now) == ["trainer.activation_checkpointing: True -> False"]
