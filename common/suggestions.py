@@ -17,9 +17,18 @@ def did_you_mean(word: Any, options: Iterable, *, prefix: str = "", quote: bool 
     >>> did_you_mean("Corectness", ["correctness", "format"], quote=True)
     " Did you mean 'correctness'?"
     """
+    option = closest(word, options)
+    if option is None:
+        return ""
+    return f" Did you mean {prefix}{repr(str(option)) if quote else option}?"
+
+
+def closest(word: Any, options: Iterable) -> Any | None:
+    """The option closest to ``word``, ignoring case, if any is close enough to be a likely typo.
+
+    >>> closest("anwser", ["question", "anwser_id", "answer"]), closest("zzz", ["answer"])
+    ('answer', None)
+    """
     by_lower = {str(o).lower(): o for o in options}
     close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1, cutoff=0.6)
-    if not close:
-        return ""
-    option = by_lower[close[0]]
-    return f" Did you mean {prefix}{repr(str(option)) if quote else option}?"
+    return by_lower[close[0]] if close else None

@@ -45,8 +45,11 @@ def heldout_plan(recipe) -> HeldoutPlan:
     )
 
 
-def heldout_callback(recipe, resume_from: str | None) -> HeldoutCallback | None:
-    """The callback (None when ``heldout.enabled`` is false), with the resumed checkpoint's history."""
+def heldout_callback(
+    recipe, questions: HeldoutPlan | None, resume_from: str | None
+) -> HeldoutCallback | None:
+    """The callback for ``heldout_plan(recipe)`` (None when ``heldout.enabled`` is false), with the resumed
+    checkpoint's history."""
     heldout = recipe.config["heldout"]
     if not heldout["enabled"]:
         return None
@@ -55,7 +58,7 @@ def heldout_callback(recipe, resume_from: str | None) -> HeldoutCallback | None:
     if history:
         history["stopped"] = None  # resuming a stopped run is a deliberate choice to go on
     return HeldoutCallback(
-        heldout_plan(recipe),
+        questions,
         recipe.config["trainer"]["output_dir"],
         heldout["every_steps"] or recipe.config["checkpoint"]["every_steps"],
         AlarmSettings(

@@ -42,8 +42,11 @@ def grpo_config(recipe):
     return GRPOConfig(**trainer)
 
 
-def build_trainer(recipe, callbacks=()):
-    """The GRPOTrainer a recipe describes: base model, LoRA config, data, rewards, callbacks."""
+def build_trainer(recipe, callbacks=(), *, tokenizer=None, dataset=None):
+    """The GRPOTrainer a recipe describes: base model, LoRA config, data, rewards, callbacks.
+
+    ``tokenizer`` and ``dataset``: the recipe's, when the caller has loaded them already.
+    """
     from accelerate import PartialState
 
     from callbacks.progress import use_short_progress
@@ -56,8 +59,8 @@ def build_trainer(recipe, callbacks=()):
     from rewards import build_rewards
 
     # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
-    tokenizer = load_tokenizer(recipe.config["model"])
-    dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
+    tokenizer = tokenizer or load_tokenizer(recipe.config["model"])
+    dataset = dataset if dataset is not None else load_split(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     # Before the weights: a refusal should not wait for them.
     merged, compiled = use_merged_generation(recipe), use_compiled_generation(recipe)
@@ -109,9 +112,10 @@ def train(recipe) -> Path:
     from callbacks.saved_adapter import saved_adapter_problems
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment, check_machine, check_vllm_share
-    from recipes.heldout import heldout_callback
+    from recipes.data import load_split
+    from recipes.heldout import heldout_callback, heldout_plan
     from recipes.launcher import check_engine, reconcile_precision
-    from recipes.model import load_config
+    from recipes.model import load_config, load_tokenizer
     from recipes.model_card import model_card
     from recipes.rerun import finished_step, keep_final_adapter, stopped_early
 
@@ -128,6 +132,10 @@ def train(recipe) -> Path:
         check_vllm_share(
             recipe, model_config, torch.cuda.get_device_properties(state.local_process_index).total_memory
         )
+    # The data before anything is written: a bad data file is refused with the output folder untouched.
+    tokenizer = load_tokenizer(recipe.config["model"])
+    dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
+    questions = heldout_plan(recipe) if recipe.config["heldout"]["enabled"] else None
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if state.is_main_process:
         logger.info(
@@ -135,7 +143,7 @@ def train(recipe) -> Path:
             recipe.name, output_dir / "recipe.yaml", recipe.name,
         )  # fmt: skip
         logger.debug("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
-    # Storage checks and run-conflict checks first: a refused run must not touch another run's output folder.
+    # Storage and run-conflict checks next: a refused run must not touch another run's output folder.
     plan = prepare_checkpointing(
         output_dir=str(output_dir),
         recipe_name=recipe.name,
@@ -147,14 +155,14 @@ def train(recipe) -> Path:
         if finished is None:
             if state.is_main_process:
                 write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
-            heldout = heldout_callback(recipe, plan.resume_from)
+            heldout = heldout_callback(recipe, questions, plan.resume_from)
             # Held-out first: its on_save writes the checkpoint's history before SealCallback seals the folder.
             callbacks = [
                 *([heldout] if heldout else []),
                 *plan.callbacks,
                 *build_callbacks(recipe.config["callbacks"]),
             ]
-            trainer = build_trainer(recipe, callbacks=callbacks)
+            trainer = build_trainer(recipe, callbacks=callbacks, tokenizer=tokenizer, dataset=dataset)
             if heldout:
                 heldout.attach(trainer)
             if plan.resume_from:

@@ -74,7 +74,7 @@ def test_malformed_rows_and_missing_files_are_named(tmp_path):
         + "\n"
         + json.dumps({"question": "q", "answer": "2"})
     )
-    with pytest.raises(DataError, match=r"train row 2\): answer has no '#### <number>' final line"):
+    with pytest.raises(DataError, match=r"train.jsonl line 2: the answer has no '#### <number>' final line"):
         load_split({**SECTION, "source": str(bad)})
     with pytest.raises(DataError, match="No validation split in"):
         load_split({**SECTION, "source": str(tmp_path)}, split="validation")
@@ -128,12 +128,12 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
         (
             '{"question": "q", "answer": "a #### 1"}\n{"question": "r"}\n',
             "gsm8k",
-            "(train row 2): empty answer.",
+            "line 2: no 'answer' field; every row needs one.",
         ),
         (
             '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": null}\n',
             "gsm8k",
-            "row 2): empty answer",
+            "line 2: no 'answer' field",
         ),
     ],
     ids=["empty", "bad-line", "not-an-object", "row-without-answer", "null-answer"],

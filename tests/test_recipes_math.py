@@ -116,7 +116,7 @@ def test_gold_is_the_last_balanced_box_and_levels_parse(tmp_path):
     assert loaded["gold"] == [r"\dfrac{3}{4}", r"\{1, 2\}", r"\frac{0}{2}"]
     assert loaded["level"] == [1, None, 5]
     bad = write_jsonl(tmp_path / "bad" / "train.jsonl", [original("algebra", 0, "hard")])
-    with pytest.raises(DataError, match=r"train row 1\): level 'hard' is not 1-5"):
+    with pytest.raises(DataError, match=r"train.jsonl line 1: level 'hard' is not 1-5"):
         load_split({**SECTION, "source": str(bad)}, split="train")
     other = write_jsonl(tmp_path / "qa" / "train.jsonl", [{"question": "q", "answer": "1"}])
     with pytest.raises(DataError, match="need a problem field .* use data.task: jsonl"):

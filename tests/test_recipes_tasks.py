@@ -32,15 +32,39 @@ def test_user_jsonl_task_keeps_ids_and_takes_the_answer_column_as_gold(tmp_path)
     assert test["id"] == ["test-test-00000"] and test["gold"] == ["4"]
 
 
-def test_user_jsonl_errors_name_the_file_row_and_fix(tmp_path):
+def test_user_jsonl_errors_name_the_file_line_and_fix(tmp_path):
     bad = write_jsonl(
         tmp_path / "train.jsonl", [{"question": "q", "answer": "1"}, {"question": "q2", "answer": " "}]
     )
-    with pytest.raises(DataError, match=r"train.jsonl \(train row 2\): empty answer"):
+    with pytest.raises(DataError, match=r"train.jsonl line 2: the 'answer' field is empty"):
         load_split({**SECTION, "task": "jsonl", "source": str(bad)}, split="train")
     other = write_jsonl(tmp_path / "other.jsonl", [{"prompt": "q", "label": "1"}])
-    with pytest.raises(DataError, match=r"rows need question and answer fields; .* Found: prompt, label"):
+    with pytest.raises(DataError, match=r"rows need question and answer fields; .* Found: prompt, label\.$"):
         load_split({**SECTION, "task": "jsonl", "source": str(other)}, split="train")
+    typo = write_jsonl(tmp_path / "typo.jsonl", [{"question": "q", "anwser": "1"}])
+    with pytest.raises(
+        DataError, match=r"Found: question, anwser\. Did you mean to name them anwser -> answer\?"
+    ):
+        load_split({**SECTION, "task": "jsonl", "source": str(typo)}, split="train")
+
+
+def test_an_answer_the_grader_cannot_read_stops_the_load_naming_its_line(tmp_path):
+    """Checked while loading: before, "forty-two" passed and crashed training at the batch that drew it."""
+    folder = tmp_path / "task"
+    folder.mkdir()
+    lines = [json.dumps({"question": f"q{i}", "answer": str(i)}) for i in range(5)]
+    lines[3] = json.dumps({"question": "q3", "answer": "forty-two"})
+    (folder / "train.jsonl").write_text(
+        "\n".join(lines[:2] + ["", ""] + lines[2:]) + "\n"
+    )  # blank lines: not rows
+    with pytest.raises(DataError) as raised:
+        load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
+    assert str(raised.value).startswith(
+        f"{folder / 'train.jsonl'} line 6: 'answer': gold answer 'forty-two' holds no number or expression"
+    )
+    write_jsonl(folder / "train.jsonl", [{"question": "q", "answer": "1"}, {"question": "q2"}])
+    with pytest.raises(DataError, match=r"train.jsonl line 2: no 'answer' field; every row needs one\."):
+        load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
     dup = write_jsonl(tmp_path / "dup.jsonl", [{"question": "a", "answer": "1", "id": 1}] * 2)
     with pytest.raises(DataError, match="repeats ids"):
         load_split({**SECTION, "task": "jsonl", "source": str(dup)}, split="train")
@@ -166,3 +190,35 @@ def test_a_built_in_model_says_what_it_builds_once_then_reuses_it(tmp_path, monk
         caplog.text.count("Building builtin:tiny-llama once (a BPE tokenizer and a random 2-layer Llama") == 1
     )
     assert caplog.text.count("Built builtin:tiny-llama in") == 1
+
+
+def test_a_wrong_path_or_a_csv_file_says_what_is_there(tmp_path):
+    folder = tmp_path / "my_task"
+    folder.mkdir()
+    (folder / "train.csv").write_text("question,answer\nq,1\n")
+    with pytest.raises(
+        DataError, match=r"No train split in .*my_task: .* Found train.csv: convert to JSONL or Parquet"
+    ):
+        load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
+    typo = tmp_path / "mytsak"
+    with pytest.raises(DataError, match=rf"'{typo}': no such file or folder\. Did you mean {folder}\?$"):
+        load_split({**SECTION, "task": "jsonl", "source": str(typo)}, split="train")
+    with pytest.raises(DataError, match=r"no such file or folder \(.*nowhere does not exist either\)"):
+        load_split(
+            {**SECTION, "task": "jsonl", "source": str(tmp_path / "nowhere" / "t.jsonl")}, split="train"
+        )
+
+
+def test_a_bad_parquet_row_is_named_by_its_file_and_row(tmp_path):
+    from datasets import Dataset
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    Dataset.from_list([{"question": "a", "answer": "1"}] * 3).to_parquet(
+        folder / "train-00000-of-00002.parquet"
+    )
+    Dataset.from_list([{"question": "b", "answer": "2"}, {"question": "c", "answer": "N/A"}]).to_parquet(
+        folder / "train-00001-of-00002.parquet"
+    )
+    with pytest.raises(DataError, match=r"train-00001-of-00002.parquet row 2: 'answer': gold answer 'N/A'"):
+        load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")

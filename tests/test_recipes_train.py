@@ -194,3 +194,19 @@ def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monk
         assert "FAILED for checkpoint-2" in caplog.text and "still ends with exit code 0" in caplog.text
     assert (out / "adapter_model.safetensors").is_file() and state(out)["global_step"] == 2  # saved first
     assert not (out / ".checkpoint_sync" / "run.lock").exists()  # the folder is free for the next launch
+
+
+def test_a_bad_data_file_is_refused_before_the_output_folder_is_made(tmp_path):
+    from recipes.data import DataError
+    from recipes.run import train
+
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"question": "q", "answer": "1"}\n{"question": "q2", "answer": "forty-two"}\n')
+    out = tmp_path / "run"
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        ["data.task=jsonl", f"data.source={data}", f"trainer.output_dir={out}", "heldout.enabled=false"],
+    )
+    with pytest.raises(DataError, match=r"train.jsonl line 2: 'answer': gold answer 'forty-two'"):
+        train(recipe)
+    assert not out.exists()

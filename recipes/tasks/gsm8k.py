@@ -6,7 +6,7 @@ fields in the same shape. Row ids are ``gsm8k-<split>-<index>``: stable as long 
 
 from __future__ import annotations
 
-from recipes.tasks.sources import DataError, read_raw, require_columns
+from recipes.tasks.sources import DataError, checked_gold, read_raw, require_columns, row_place
 
 
 def gold_number(solution: str) -> str | None:
@@ -26,11 +26,13 @@ def rows(data: dict, split: str):
     require_columns(raw, ("question", "answer"), source)
 
     def convert(row, index):
-        if not isinstance(row["answer"], str) or not row["answer"].strip():
-            raise DataError(f"{source} ({split} row {index + 1}): empty answer.")
-        gold = gold_number(row["answer"])
-        if gold is None:
-            raise DataError(f"{source} ({split} row {index + 1}): answer has no '#### <number>' final line.")
-        return {"id": f"gsm8k-{split}-{index:05d}", "solution": row["answer"], "gold": gold}
+        solution = row["answer"]
+        if isinstance(solution, str) and solution.strip() and gold_number(solution) is None:
+            raise DataError(
+                f"{row_place(source, split, index)}: the answer has no '#### <number>' final line, as GSM8K "
+                "solutions end; for files whose answer is the final answer alone, use data.task: jsonl."
+            )
+        gold = gold_number(checked_gold(solution, "answer", source, split, index))
+        return {"id": f"gsm8k-{split}-{index:05d}", "solution": solution, "gold": gold}
 
     return raw.map(convert, with_indices=True, remove_columns=["answer"])

@@ -26,7 +26,7 @@ import re
 from collections import Counter
 
 from common.suggestions import did_you_mean
-from recipes.tasks.sources import DataError, config_names, read_raw
+from recipes.tasks.sources import DataError, checked_gold, config_names, read_raw, row_place
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +85,13 @@ def boxed_gold(solution: str) -> str | None:
     return body.strip() or None if body is not None else None
 
 
-def parse_level(value, where: str) -> int | None:
+def parse_level(value) -> int | None:
     """1-5 from an int or "Level N"; None for "Level ?" or a missing level. DataError for anything else."""
     if value is None or isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 5:
         return value
     match = _LEVEL.fullmatch(value) if isinstance(value, str) else None
     if not match:
-        raise DataError(f"{where}: level {value!r} is not 1-5 or 'Level N' (N = 1-5, or ?).")
+        raise DataError(f"level {value!r} is not 1-5 or 'Level N' (N = 1-5, or ?).")
     return None if match.group(1) == "?" else int(match.group(1))
 
 
@@ -115,7 +115,6 @@ def rows(data: dict, split: str):
         )
     out, missing, per_subject = [], [], {}
     for index, row in enumerate(raw):
-        where = f"{source} ({split} row {index + 1})"
         subject = row.get("subject") or row.get("type")
         number = per_subject[slug(subject)] = per_subject.get(slug(subject), -1) + 1
         uid = row.get("unique_id")
@@ -127,7 +126,11 @@ def rows(data: dict, split: str):
         if gold is None:
             missing.append(row_id)
             continue
-        level = parse_level(row.get("level"), where)
+        try:
+            level = parse_level(row.get("level"))
+        except DataError as e:
+            raise DataError(f"{row_place(source, split, index)}: {e}") from None
+        gold = checked_gold(gold, "answer", source, split, index)
         out.append(
             {
                 "id": row_id,

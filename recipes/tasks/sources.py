@@ -7,11 +7,13 @@ with the config and split, so a config selects its files as on the Hub.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 from common.errors import UserError
 from common.hub import hub_errors
+from common.suggestions import closest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -23,9 +25,13 @@ class DataError(UserError):
 
 def _split_files(folder: Path, split: str) -> list[Path]:
     """The data files of ``split`` in a folder."""
-    # The split is a whole word of the file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl.
-    word = re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
+    word = _split_word(split)
     return sorted(f for f in folder.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
+
+
+def _split_word(split: str) -> re.Pattern:
+    """The split as a whole word of a file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl."""
+    return re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
 
 
 def has_split_files(source: str, split: str) -> bool:
@@ -41,9 +47,18 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
     else:
         files = _split_files(source, split)
         if not files:
+            others = [
+                f.name for f in sorted(source.rglob("*")) if f.is_file() and _split_word(split).search(f.stem)
+            ]
             raise DataError(
                 f"No {split} split in {source}: expected .jsonl or .parquet files with '{split}' as a word of their "
                 f"name (e.g. {split}.jsonl, {split}-00000-of-00001.parquet)."
+                + (
+                    f" Found {', '.join(others[:3])}: convert to JSONL or Parquet (e.g. pandas' to_json(path, "
+                    "orient='records', lines=True))."
+                    if others
+                    else ""
+                )
             )
     kinds = {SUFFIXES.get(f.suffix) for f in files}
     if None in kinds or len(kinds) > 1:
@@ -81,8 +96,13 @@ def check_jsonl(file: Path) -> None:
 
 
 def resolve_source(source: str) -> str:
-    """``samples/...`` names a file bundled with the package; anything else is a path or a Hub id."""
-    return str(SAMPLES / source.removeprefix("samples/")) if source.startswith("samples/") else source
+    """``samples/...`` names a file bundled with the package; anything else is a path (``~`` is the home folder) or
+    a Hub id."""
+    return (
+        str(SAMPLES / source.removeprefix("samples/"))
+        if source.startswith("samples/")
+        else os.path.expanduser(source)
+    )
 
 
 def hub_layout(path: Path) -> bool:
@@ -130,17 +150,71 @@ def read_raw(source: str, split: str, config: str | None = None):
             for file in files:
                 check_jsonl(Path(file))
         return load_dataset(builder, data_files={split: files}, split=split)
-    if path.suffix in SUFFIXES or source.startswith((".", "/")):
-        raise DataError(f"data.source {source!r}: no such file or folder.")
+    if path.suffix in SUFFIXES or source.startswith((".", "/", "~")):
+        if not path.parent.is_dir():
+            raise DataError(
+                f"data.source {source!r}: no such file or folder ({path.parent} does not exist either)."
+            )
+        # Stems, not names: "nowhere.jsonl" is not a typo of "nu_one.jsonl" because both end in .jsonl.
+        stems = {p.stem: p.name for p in path.parent.iterdir()}
+        near = stems.get(closest(path.stem, stems))
+        raise DataError(
+            f"data.source {source!r}: no such file or folder."
+            + (f" Did you mean {path.parent / near}?" if near else "")
+        )
     with hub_errors(source, "data.source", "dataset"):
         return load_dataset(source, config, split=split)
 
 
+def row_place(source: str, split: str, index: int) -> str:
+    """Where row ``index`` (from 0) of a split was read: ``<file> line N`` for local JSONL (blank lines are not
+    rows), ``<file> row N`` for Parquet, ``<source> (<split> row N)`` for the Hub. Only called for an error."""
+    path = Path(resolve_source(source))
+    if path.exists() and not hub_layout(path):
+        first = 0  # the split's rows run through its files in order
+        for file in map(Path, _local_files(path, split)[1]):
+            if file.suffix == ".parquet":
+                import pyarrow.parquet as pq
+
+                count = pq.ParquetFile(file).metadata.num_rows
+                if index - first < count:
+                    return f"{file} row {index - first + 1}"
+            else:
+                with open(file, encoding="utf-8", errors="replace") as handle:
+                    lines = [number for number, line in enumerate(handle, start=1) if line.strip()]
+                count = len(lines)
+                if index - first < count:
+                    return f"{file} line {lines[index - first]}"
+            first += count
+    return f"{source} ({split} row {index + 1})"
+
+
+def checked_gold(answer, field: str, source: str, split: str, index: int) -> str:
+    """A row's gold answer as text, once the grader can read it; else a DataError naming the file and line.
+
+    Checked while loading, so a bad answer stops the run before training, not at the batch that draws it.
+    """
+    from rewards.answers import read_gold
+
+    if answer is None:
+        raise DataError(f"{row_place(source, split, index)}: no {field!r} field; every row needs one.")
+    text = str(answer).strip()
+    if not text:
+        raise DataError(f"{row_place(source, split, index)}: the {field!r} field is empty.")
+    try:
+        read_gold(text)
+    except ValueError as e:
+        raise DataError(f"{row_place(source, split, index)}: {field!r}: {e}") from None
+    return text
+
+
 def require_columns(raw, columns: tuple[str, ...], source: str) -> None:
     """A DataError naming the source and the missing columns, if any."""
-    missing = set(columns) - set(raw.column_names)
+    missing = sorted(set(columns) - set(raw.column_names))
     if missing:
+        renames = [f"{found} -> {name}" for name in missing if (found := closest(name, raw.column_names))]
         raise DataError(
-            f"{source}: rows need {' and '.join(columns)} fields; missing {sorted(missing)}. "
+            f"{source}: rows need {' and '.join(columns)} fields; missing {missing}. "
             f"Found: {', '.join(raw.column_names) or 'no columns (an empty file?)'}."
+            + (f" Did you mean to name them {', '.join(renames)}?" if renames else "")
         )

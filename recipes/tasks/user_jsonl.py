@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recipes.tasks.sources import DataError, read_raw, require_columns
+from recipes.tasks.sources import DataError, checked_gold, read_raw, require_columns
 
 
 def rows(data: dict, split: str):
@@ -23,13 +23,11 @@ def rows(data: dict, split: str):
     has_id, has_solution = "id" in raw.column_names, "solution" in raw.column_names
 
     def convert(row, index):
-        answer = row["answer"]
-        if answer is None or not str(answer).strip():
-            raise DataError(f"{source} ({split} row {index + 1}): empty answer.")
+        gold = checked_gold(row["answer"], "answer", source, split, index)
         return {
             "id": str(row["id"]) if has_id else f"{stem}-{split}-{index:05d}",
-            "gold": str(answer).strip(),
-            "solution": row["solution"] if has_solution else str(answer),
+            "gold": gold,
+            "solution": row["solution"] if has_solution else gold,
         }
 
     out = raw.map(convert, with_indices=True, remove_columns=["answer"] + (["id"] if has_id else []))
