@@ -41,11 +41,14 @@ HASH_LINE = re.compile(r"####[ \t#]*([^\n]*)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _BRACE = re.compile(r"(?<!\\)[{}]")
 _TEXT_COMMAND = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
-# Wrappers that never change an answer's value: math delimiters, currency, percent, markdown bold.
-_DROP = re.compile(r"\\left|\\right|\\displaystyle|\\[$%]|\\[()\[\]]|[$%]|\*\*")
-# Unit words after a number or a closing brace: "18 dollars", "\frac{1}{2} cup", "3/4 of the cake".
+# Wrappers that never change an answer's value: math delimiters, currency, percent, markdown bold, and the degree
+# sign (a unit: "28^\circ" answers "28", as "90" answers a gold "90^\circ").
+_DROP = re.compile(
+    r"\\left|\\right|\\displaystyle|\\[$%]|\\[()\[\]]|[$%]|\*\*|\^\s*\{?\s*\\circ\s*\}?|°|\\degree\b"
+)
+# Unit words after a number or a closing brace: "18 dollars", "\frac{1}{2} cup", "3/4 of the cake", "5 cm^2".
 # One letter counts as a unit only after a space: "1+2i" and "2k" are values, "5 m" is five metres.
-_UNIT_TAIL = re.compile(r"(?<=[0-9}])(?:\s+[A-Za-z]|\s*[A-Za-z]{2})[A-Za-z .'/-]{0,40}$")
+_UNIT_TAIL = re.compile(r"(?<=[0-9}])(?:\s+[A-Za-z]|\s*[A-Za-z]{2})[A-Za-z .'/-]{0,40}(?:\^\s*\{?[23]\}?)?$")
 _SYMBOLIC = re.compile(r"\\[dt]?frac|\\sqrt|\\pi|[0-9)}]\s*/\s*[0-9({]|\^")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # The left side of an equation, not of an assignment: a coefficient times a variable ("5x - 7y + 4 = 0").

@@ -6,11 +6,12 @@ is" / "Answer:" phrase, then the last number; every function takes ``precedence`
 
 A hedged final answer ("17 or 18", "17-19", ``18 \pm 1``) is no answer: it scores on none of its values.
 Numbers are normalised before comparison: thousands separators (``1,080``, ``1{,}080``, ``1\,080``),
-``$``/``\$``, ``%``, unit words ("18 dollars"), a trailing period, unicode minus signs, trailing zeros
-(``18.0 == 18``), scientific notation (``1.8e1 == 18``). Plain numbers compare exactly as canonical decimal strings; anything symbolic
-(``\frac{1}{2}``, ``\dfrac12``, ``3/4``) goes through math-verify, bounded in time on any thread.
+``$``/``\$``, ``%``, unit words ("18 dollars", ``5\text{ cm}^2``), degree signs (``28^\circ``), a trailing
+period, unicode minus signs, trailing zeros (``18.0 == 18``), scientific notation (``1.8e1 == 18``). Plain
+numbers compare exactly as canonical decimal strings; anything symbolic (``\frac{1}{2}``, ``\dfrac12``,
+``3/4``) goes through math-verify, bounded in time on any thread.
 
-A gold that is not a number (MATH's ``\frac{3}{56}``, ``90^\circ``, ``[-2, 7]``, ``1 \pm \sqrt{19}``,
+A gold that is not a number (MATH's ``\frac{3}{56}``, ``[-2, 7]``, ``1 \pm \sqrt{19}``,
 ``\text{Evelyn}``, matrices, polynomials) is a LaTeX gold: the completion's answer is read as LaTeX by the
 same rules and math-verify decides equivalence (``rewards._symbolic``: bounded in time on any thread, and
 most unequal pairs settled by numeric fingerprints without sympy). Every MATH-500 reference solution grades
@@ -88,8 +89,8 @@ class Gold(NamedTuple):
 def read_gold(gold: str | float | Gold) -> Gold:
     r"""A gold answer as the grader compares it.
 
-    A number (``18``, ``1,080``, GSM8K's ``... #### 1,080``, ``5\text{ cm}``) is compared as a number,
-    exactly; anything else (``\frac{3}{56}``, ``90^\circ``, ``[-2, 7]``, ``1 \pm \sqrt{19}``,
+    A number (``18``, ``1,080``, GSM8K's ``... #### 1,080``, ``5\text{ cm}``, ``90^\circ``) is compared as a
+    number, exactly; anything else (``\frac{3}{56}``, ``[-2, 7]``, ``1 \pm \sqrt{19}``,
     ``\text{Evelyn}``) is a LaTeX answer that math-verify compares with the completion's.
 
     Raises:
