@@ -19,7 +19,7 @@ from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
 from callbacks.errors import CheckpointError
-from callbacks.manifest import MANIFEST_NAME, checkpoint_step, local_checkpoint_problems, read_local_manifest
+from callbacks.manifest import checkpoint_step, local_checkpoint_problems, read_local_manifest
 from callbacks.publish import RunInfo, publish_local
 from callbacks.remote import (
     QUARANTINE,
@@ -237,9 +237,11 @@ class Resolver:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.
 
         Committed ones that failed verification are moved aside to a ``quarantine/`` folder (the evidence of
-        what went wrong); partial ones (no manifest) are deleted, also below the resume point, where no upload
-        can still be running. Complete newer ones exist only when an explicit resume rewinds the run, which
-        needs ``overwrite: true``.
+        what went wrong), and so is every unusable local folder: a ``checkpoint-N`` folder without a manifest may
+        be a crashed save or a folder of the user's, and a local move costs nothing. Partial uploads (no
+        manifest) are deleted from the store, also below the resume point, where no upload can still be
+        running. Complete newer ones exist only when an explicit resume rewinds the run, which needs
+        ``overwrite: true``.
         """
         newer = [c for c in self.remote if c.step > step] + [c for c in self.local if c.step > step]
         if rewind:
@@ -252,7 +254,7 @@ class Resolver:
                 logger.warning(
                     "Moved %s aside to %s: %s", c.name, self.store.child_uri(aside), "; ".join(c.problems)
                 )
-            elif isinstance(c, LocalCheckpoint) and (c.folder / MANIFEST_NAME).is_file():
+            elif isinstance(c, LocalCheckpoint):
                 aside = (
                     self.output_dir
                     / SYNC_DIR
@@ -263,8 +265,9 @@ class Resolver:
                 c.folder.rename(aside)
                 logger.warning("Moved local %s aside to %s: %s", c.folder.name, aside, "; ".join(c.problems))
             else:
-                where = self.store.child_uri(c.name) if isinstance(c, RemoteCheckpoint) else c.folder
-                logger.warning("Deleting %s (an incomplete save or upload, never resumable)", where)
+                logger.warning(
+                    "Deleting %s (an incomplete upload, never resumable)", self.store.child_uri(c.name)
+                )
                 self._delete([c])
                 continue
             (self.remote if isinstance(c, RemoteCheckpoint) else self.local).remove(c)

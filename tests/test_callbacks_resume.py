@@ -235,6 +235,21 @@ def test_a_corrupt_local_checkpoint_is_moved_aside_for_the_previous_good_one(tmp
     assert f"Moved local checkpoint-4 aside to {aside}" in caplog.text
 
 
+def test_a_checkpoint_folder_the_run_did_not_write_is_moved_aside_never_deleted(tmp_path, caplog):
+    """A folder named like a checkpoint, without a manifest: a crashed save, or the user's own; never deleted."""
+    out = tmp_path / "out"
+    seal(make_checkpoint(out, 2), 2)
+    mine = out / "checkpoint-3"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my own notes")
+    caplog.set_level(logging.INFO)
+    plan = prepare(out, None)
+    assert plan.resume_from == str(out / "checkpoint-2") and not mine.exists()
+    [aside] = (out / SYNC_DIR / "quarantine").iterdir()
+    assert aside.name.startswith("checkpoint-3-") and (aside / "notes.txt").read_text() == "my own notes"
+    assert f"Moved local checkpoint-3 aside to {aside}" in caplog.text and "Deleting" not in caplog.text
+
+
 def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_cleaned(
     s3_target, tmp_path, caplog
 ):
@@ -255,7 +270,7 @@ def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_clean
     assert folder.startswith("checkpoint-6-") and f"quarantine/{folder}/{MANIFEST_NAME}" in quarantined
     assert store.read_bytes(f"quarantine/{folder}/adapter_model.safetensors") == b"y" * 4096  # the evidence
     assert "Moved checkpoint-6 aside to" in caplog.text
-    assert "checkpoint-2 (an incomplete save or upload, never resumable)" in caplog.text
+    assert "checkpoint-2 (an incomplete upload, never resumable)" in caplog.text
 
 
 def rated_run(store, tmp_path, accuracies: dict[int, float]):
