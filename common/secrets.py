@@ -1,4 +1,5 @@
-"""Credentials inside URIs: found, refused and redacted, so none reaches a log, a recipe.yaml or a bucket."""
+"""Credentials inside URIs or in credential keys (``trainer.hub_token``): found, refused and redacted, so none
+reaches a log, a recipe.yaml or a bucket."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ _QUERY_SECRET = re.compile(
     re.IGNORECASE,
 )
 
+# A key whose value is a credential: TRL's trainer.hub_token (max_new_tokens and the like are counts, not tokens).
+SECRET_KEY = re.compile(r"(?:^|[._])(?:[A-Za-z]*_)?(?:token|secret|password|api_key)$", re.IGNORECASE)
+# key=value text (an override) for such a key.
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?P<name>(?<![\w.])[\w.]*?(?:token|secret|password|api_key)=['\"]?)[^\s'\"]+", re.IGNORECASE
+)
+
 WHERE_CREDENTIALS_BELONG = (
     "credentials belong in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE for S3, "
     "HF_TOKEN for the Hub) or in ~/.aws/credentials, never in a URI: URIs are printed in logs, and a recipe's are "
@@ -21,16 +29,25 @@ WHERE_CREDENTIALS_BELONG = (
 
 
 def redact(text: str) -> str:
-    """``text`` with the userinfo and the secret query parameters of every URI in it replaced by ``***``.
+    """``text`` with the userinfo and the secret query parameters of every URI in it, and the value of every
+    ``<credential key>=value``, replaced by ``***``.
 
     >>> redact("checkpoint.uri=s3://KEY:SECRET@bucket/runs https://h/x?X-Amz-Signature=abc&part=2")
     'checkpoint.uri=s3://***@bucket/runs https://h/x?X-Amz-Signature=***&part=2'
+    >>> redact("trainer.hub_token=hf_abc trainer.max_new_tokens=5 trainer.hub_token='hf_abc'")
+    "trainer.hub_token=*** trainer.max_new_tokens=5 trainer.hub_token='***'"
     """
+    text = _SECRET_ASSIGNMENT.sub(r"\g<name>***", text)
     return _QUERY_SECRET.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))
 
 
 def credential_problem(key: str, value) -> str | None:
-    """A one-line refusal when ``value`` is a URI carrying credentials, else None."""
+    """A one-line refusal when ``value`` is a URI carrying credentials, or any value of a credential key."""
+    if value is not None and SECRET_KEY.search(key):
+        return (
+            f"{key} holds a credential, and a recipe is saved beside every checkpoint and uploaded with it: remove "
+            "it, and log in with `hf auth login` or set HF_TOKEN in the environment (read from there)"
+        )
     if isinstance(value, str) and (_USERINFO.search(value) or "://" in value and _QUERY_SECRET.search(value)):
         return (
             f"{key} carries credentials in its URI ({redact(value)}); remove them: {WHERE_CREDENTIALS_BELONG}"

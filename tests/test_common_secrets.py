@@ -75,3 +75,28 @@ def test_a_store_or_adapter_uri_with_credentials_is_refused(tmp_path):
     )  # fmt: skip
     assert result.returncode == 2 and "carries credentials" in result.stderr
     assert SECRET not in result.stderr + result.stdout and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("how", ["override", "malformed override", "value", "file"])
+def test_a_token_in_a_credential_key_is_refused_and_never_echoed(how, tmp_path):
+    """trainer.hub_token would be saved in recipe.yaml (and uploaded with every checkpoint): refused, redacted."""
+    token = f"hf_{SECRET}"
+    if how == "file":
+        recipe = tmp_path / "mine.yaml"
+        recipe.write_text(f"base: {REPO / 'recipes' / 'gsm8k_tiny.yaml'}\ntrainer: {{hub_token: {token}}}\n")
+        call = {"name_or_path": str(recipe)}
+    elif how == "value":
+        call = {"name_or_path": "gsm8k_tiny", "values": {"trainer.hub_token": token}}
+    else:
+        value = (
+            f"[{token}" if how == "malformed override" else token
+        )  # not valid YAML: no parser error quoting it
+        call = {"name_or_path": "gsm8k_tiny", "overrides": [f"trainer.hub_token={value}"]}
+    with pytest.raises(RecipeError) as raised:
+        load_recipe(**call)
+    message = str(raised.value)
+    assert SECRET not in message
+    assert "trainer.hub_token holds a credential" in message and "set HF_TOKEN in the environment" in message
+    assert (
+        load_recipe("gsm8k_tiny", ["trainer.max_completion_length=40"]).config["trainer"]["hub_token"] is None
+    )
