@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 from callbacks.errors import CheckpointError
 from callbacks.manifest import checkpoint_step
 from callbacks.remote import RemoteCheckpoint, scan_readable
-from callbacks.stores import Store, open_store
+from callbacks.stores import FolderStore, Store, open_store
 from common.ranking import best_by_accuracy
 
 logger = logging.getLogger(__name__)
@@ -89,13 +89,7 @@ def update_best_pointer(store: Store) -> dict | None:
         return None
     best = choose_best(scan_readable(store))
     if best is None:
-        if current is not None:
-            logger.info(
-                "Removed %s (it named %s): no complete checkpoint there has a held-out accuracy now",
-                store.child_uri(BEST_NAME),
-                current["checkpoint"],
-            )
-            store.delete([BEST_NAME])
+        drop_best_pointer(store, current, "no complete checkpoint there has a held-out accuracy now")
         return None
     pointer = {
         "format": POINTER_FORMAT,
@@ -116,6 +110,32 @@ def update_best_pointer(store: Store) -> dict | None:
     return pointer
 
 
+def drop_best_pointer(store: Store, current: dict | None, why: str) -> None:
+    """Remove the store's pointer ``current`` (as read; None: there is none), saying why."""
+    if current is not None:
+        logger.info("Removed %s (it named %s): %s", store.child_uri(BEST_NAME), current["checkpoint"], why)
+        store.delete([BEST_NAME])
+
+
+def update_local_best_pointer(output_dir: str, best_step: int | None, uri: str | None) -> dict | None:
+    """``update_best_pointer`` for the local checkpoint folders, when the run's best checkpoint is among them.
+
+    ``best_step`` is the run's best evaluated checkpoint over its whole history (the Trainer's
+    ``best_global_step``, which a resume restores). After a resume on a new machine it may exist only in the
+    store (``uri``): a pointer over the local folders alone would then name a worse checkpoint, so there is none.
+    """
+    store = FolderStore(output_dir)
+    if best_step is None or (Path(output_dir) / f"checkpoint-{best_step}").is_dir():
+        return update_best_pointer(store)
+    data = _read(store)
+    current = parse_pointer(data, store.child_uri(BEST_NAME))[0] if data is not None else None  # ours only
+    elsewhere = f"{uri.rstrip('/')}/{BEST_NAME}" if uri else "no store holds it"
+    drop_best_pointer(
+        store, current, f"the run's best, checkpoint-{best_step}, is not on this machine ({elsewhere})"
+    )
+    return None
+
+
 def names_best_pointer(location: str) -> bool:
     """Whether a checkpoint path or URI names a run's ``best`` pointer (``.../best``, not a folder so named)."""
     if urlparse(location).scheme in ("s3", "file"):
@@ -134,9 +154,18 @@ def resolve_best(location: str, endpoint_url: str | None = None) -> tuple[Store,
     store = open_store(run, endpoint_url if run.startswith("s3://") else None)
     pointer = read_best_pointer(store)
     if pointer is None:
+        from callbacks.resume import read_marker  # resume reads pointers: imported here, not at the top
+
+        synced = read_marker(Path(run), "uri") if isinstance(store, FolderStore) else None
         raise CheckpointError(
-            f"{store.uri} has no best pointer: the run has not evaluated held-out accuracy yet (recipe section "
-            "heldout) or no checkpoint with one is complete; pass a checkpoint-N or the run prefix instead"
+            f"{store.uri} has no best pointer: "
+            + (
+                f"this run syncs its checkpoints to {synced}, whose pointer names the best one wherever it was "
+                f"saved: use {synced.rstrip('/')}/{BEST_NAME}"
+                if synced
+                else "the run has not evaluated held-out accuracy yet (recipe section heldout) or no checkpoint "
+                "with one is complete; pass a checkpoint-N or the run prefix instead"
+            )
         )
     named = store.child_uri(pointer["checkpoint"])
     ckpt = next((c for c in scan_readable(store) if c.name == pointer["checkpoint"]), None)

@@ -283,7 +283,7 @@ def prepare_checkpointing(
         start = f"resuming from {resume_from}" if resume_from else "starting from step 0"
         logger.info("Checkpoints: run %s, %s, %s", effective_run, where, start)
     run = RunInfo(recipe_name, recipe_yaml, effective_run, keep_last)
-    callbacks = [SealCallback(run)]
+    callbacks = [SealCallback(run, store.uri if store else None)]
     if uri:
         staging = output_dir / SYNC_DIR / "staging"
         callbacks.append(CheckpointSyncCallback(store, run, staging, lease=lease, machine=machine))

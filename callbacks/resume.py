@@ -59,10 +59,10 @@ def new_run_id(recipe_name: str) -> str:
     return f"{recipe_name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
 
 
-def read_marker(output_dir: Path) -> str | None:
-    """The run id that wrote the checkpoints in ``output_dir``, if recorded."""
+def read_marker(output_dir: Path, field: str = "run_id") -> str | None:
+    """The run id that wrote the checkpoints in ``output_dir`` (or the ``uri`` of its store), if recorded."""
     path = output_dir / SYNC_DIR / "run.json"
-    return json.loads(path.read_text()).get("run_id") if path.is_file() else None
+    return json.loads(path.read_text()).get(field) if path.is_file() else None
 
 
 def write_marker(output_dir: Path, run_id: str, uri: str | None) -> None:

@@ -7,12 +7,11 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
-from callbacks.best import update_best_pointer
+from callbacks.best import update_local_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.manifest import seal_checkpoint
 from callbacks.publish import RunInfo
 from callbacks.saved_adapter import saved_adapter_problems
-from callbacks.stores import FolderStore
 
 
 def partial_state():
@@ -25,13 +24,13 @@ def partial_state():
 class SealCallback(TrainerCallback):
     """After each save, check the checkpoint's adapter against the model (a sharded engine may have saved none),
     write its manifest (every file's size and SHA-256) into its folder, then update the ``OUTPUT_DIR/best``
-    pointer over the local checkpoint folders.
+    pointer over the local checkpoint folders (none while the run's best is only in the store).
 
     A later launch then verifies the local copy like a download, and falls back to the newest good copy.
     """
 
-    def __init__(self, run: RunInfo):
-        self.run = run
+    def __init__(self, run: RunInfo, uri: str | None = None):
+        self.run, self.uri = run, uri  # uri: the run's store, where its best may be when not on this machine
 
     def on_save(self, args, state, control, **kwargs):
         if args.world_size > 1:  # every rank has written its files before the main process hashes them
@@ -49,4 +48,4 @@ class SealCallback(TrainerCallback):
                 run_id=self.run.run_id,
                 world_size=args.world_size,
             )
-            update_best_pointer(FolderStore(args.output_dir))
+            update_local_best_pointer(args.output_dir, state.best_global_step, self.uri)

@@ -16,6 +16,7 @@ from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, build_manifest, manifest_bytes
 from callbacks.publish import RunInfo
 from callbacks.remote import commit_checkpoint, delete_checkpoint, scan_remote
+from callbacks.resume import write_marker
 from callbacks.stores import FolderStore
 
 RUN = RunInfo("tiny", "r: 1\n", "r1")
@@ -199,6 +200,35 @@ def test_the_local_pointer_names_the_best_sealed_checkpoint_folder(tmp_path):
     (out / "checkpoint-2" / "adapter_model.safetensors").write_bytes(b"altered")
     with pytest.raises(CheckpointError, match=r"checkpoint-2, which is incomplete \(adapter_model"):
         fetch_checkpoint(out / BEST_NAME)
+
+
+def test_after_a_resume_elsewhere_the_local_pointer_never_names_a_worse_checkpoint(tmp_path, caplog):
+    """The run's best (step 2) stayed in the store when a new machine resumed: no local pointer until a better one."""
+    out = tmp_path / "out"
+    seal = SealCallback(RUN, "s3://bucket/runs/a")
+    caplog.set_level(logging.INFO)
+    for step, accuracy, best_step in ((5, 0.3, None), (6, 0.2, 2), (7, 0.9, 7)):
+        rated_checkpoint(out, step, accuracy)
+        args, state, control = trainer_objects(out, step)
+        state.best_global_step = best_step  # what the resumed trainer_state.json says
+        seal.on_save(args, state, control)
+        pointer = json.loads((out / BEST_NAME).read_text()) if (out / BEST_NAME).exists() else None
+        if step == 5:  # a run without held-out best so far: the local folders decide
+            assert pointer["checkpoint"] == "checkpoint-5"
+        if step == 6:
+            assert pointer is None
+            write_marker(out, "r1", "s3://bucket/runs/a")
+            with pytest.raises(
+                CheckpointError,
+                match=r"syncs its checkpoints to s3://bucket/runs/a, .* use s3://bucket/runs/a/best",
+            ):
+                fetch_checkpoint(out / BEST_NAME)
+            assert (
+                "(it named checkpoint-5): the run's best, checkpoint-2, is not on this machine "
+                "(s3://bucket/runs/a/best)" in caplog.text
+            )
+        if step == 7:
+            assert pointer["checkpoint"] == "checkpoint-7"
 
 
 def test_a_failed_pointer_update_keeps_the_commit_and_skips_retention(tmp_path, caplog):
