@@ -94,6 +94,9 @@ class CheckpointSyncCallback(TrainerCallback):
         lease: This launch's lease on the store, checked before each commit (None: no check).
         machine: This process's machine; on a run spread over machines without a shared disk, each machine
             uploads the files only it has, and the main process commits (callbacks/machines.py).
+        stop_on_failure: ``checkpoint.require_upload``: at each save, wait for the previous upload, and end the
+            run (after this save, keeping the final local adapter) once a checkpoint failed to reach the store,
+            rather than train on with nothing new safe there.
     """
 
     def __init__(
@@ -104,8 +107,10 @@ class CheckpointSyncCallback(TrainerCallback):
         max_pending: int = 1,
         lease: RemoteLease | None = None,
         machine: Machine | None = None,
+        stop_on_failure: bool = False,
     ):
         self.store, self.run, self.staging_dir, self.lease = store, run, Path(staging_dir), lease
+        self.stop_on_failure = stop_on_failure
         self.machine = machine = machine or Machine()
         # Another machine never skips a part: the main process's commit of that checkpoint waits for it.
         pending = max_pending if not machine.uploads_part else 1 << 20
@@ -124,6 +129,8 @@ class CheckpointSyncCallback(TrainerCallback):
             partial_state().wait_for_everyone()
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         main = state.is_world_process_zero
+        if self.stop_on_failure and self._failed_so_far(main, args.world_size):
+            control.should_training_stop = True
         part = gather_parts(folder, self.machine, is_main=main) if self.machine.separate else None
         if not (main or self.machine.uploads_part):
             return
@@ -150,13 +157,34 @@ class CheckpointSyncCallback(TrainerCallback):
             message = _broadcast(message)
         return message
 
+    def _failed_so_far(self, main: bool, world_size: int) -> bool:
+        """Whether an upload before this save failed with nothing newer committed (the same on every process)."""
+        failed = False
+        if main and self.store is not None:
+            self.uploader.wait()
+            if unsafe := self._unsafe():
+                failed = True
+                logger.error(
+                    "checkpoint.require_upload=true and checkpoint-%d did not reach %s: ending the run after this "
+                    "save (the final adapter is kept locally); fix the store and rerun the same command to resume",
+                    max(unsafe),
+                    self.store.uri,
+                )
+        return _broadcast(failed) if world_size > 1 else failed
+
+    def _unsafe(self) -> dict[int, str]:
+        """Failed uploads with no newer checkpoint committed: step -> error."""
+        newest_committed = max(self.uploader.committed, default=None)
+        failed = dict(self.uploader.failed)
+        return {s: e for s, e in failed.items() if newest_committed is None or s > newest_committed}
+
     def _report(self) -> str | None:
         """Log superseded failures; return an error message when the newest saved checkpoint is not safe."""
         up = self.uploader
         newest_committed = max(up.committed, default=None)
         for step in up.skipped:
             logger.warning("checkpoint-%d was skipped (a newer one superseded it before upload)", step)
-        unsafe = {s: e for s, e in up.failed.items() if newest_committed is None or s > newest_committed}
+        unsafe = self._unsafe()
         for step, error in up.failed.items():
             if step not in unsafe:
                 logger.error(
@@ -168,7 +196,12 @@ class CheckpointSyncCallback(TrainerCallback):
         if not unsafe:
             return None
         safe = f"checkpoint-{newest_committed}" if newest_committed is not None else "none"
-        failures = "; ".join(f"checkpoint-{s}: {e}" for s, e in sorted(unsafe.items()))
+        by_error: dict[str, list[int]] = {}
+        for step, error in sorted(unsafe.items()):
+            by_error.setdefault(error, []).append(step)
+        failures = "; ".join(
+            f"{', '.join(f'checkpoint-{s}' for s in steps)}: {e}" for e, steps in by_error.items()
+        )
         return (
             f"Checkpoint upload to {self.store.uri} FAILED for {failures}. The newest checkpoint safely stored "
             f"there is {safe}. The newer ones exist only under the local output_dir: copy them before this "
@@ -286,7 +319,11 @@ def prepare_checkpointing(
     callbacks = [SealCallback(run, store.uri if store else None)]
     if uri:
         staging = output_dir / SYNC_DIR / "staging"
-        callbacks.append(CheckpointSyncCallback(store, run, staging, lease=lease, machine=machine))
+        callbacks.append(
+            CheckpointSyncCallback(
+                store, run, staging, lease=lease, machine=machine, stop_on_failure=checkpoint.require_upload
+            )
+        )
     return CheckpointPlan(
         callbacks=callbacks,
         resume_from=resume_from,

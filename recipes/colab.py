@@ -98,8 +98,16 @@ def s3_endpoint(endpoint_url: str | None = None) -> str | None:
 
 
 def checkpoint_values(uri: str | None, endpoint_url: str | None = None) -> dict:
-    """Recipe values that sync checkpoints to ``uri`` (None: local checkpoints only) through the endpoint."""
-    values = {"checkpoint.uri": uri, "checkpoint.endpoint_url": s3_endpoint(endpoint_url)}
+    """Recipe values that sync checkpoints to ``uri`` (None: local checkpoints only) through the endpoint.
+
+    With a ``uri``, ``checkpoint.require_upload`` too: a notebook's machine goes away with its disk, so a run whose
+    checkpoints stop reaching the store ends at its next save and its cell fails, instead of training on.
+    """
+    values = {
+        "checkpoint.uri": uri,
+        "checkpoint.endpoint_url": s3_endpoint(endpoint_url),
+        "checkpoint.require_upload": bool(uri),
+    }
     return {key: value for key, value in values.items() if value}
 
 

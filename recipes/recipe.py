@@ -272,6 +272,11 @@ def load_recipe(
     Raises:
         RecipeError: Listing every problem found, each naming its file and key.
     """
+    if isinstance(overrides, str):  # each character would be read as an override
+        raise RecipeError(
+            f"overrides must be a list of 'section.key=value' strings, got the string {redact(overrides)!r}: "
+            "write a list, e.g. ['trainer.max_steps=8'] (papermill: -y overrides '[trainer.max_steps=8]')."
+        )
     path = find_recipe(name_or_path)
     layers = read_layers(path) + [
         (f"command-line override {redact(o)!r}", parse_override(o)) for o in overrides

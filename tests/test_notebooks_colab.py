@@ -111,6 +111,7 @@ def test_notebook_values_reach_the_recipe_as_given(clean_env, tmp_path):
     assert recipe.config["trainer"]["output_dir"] == folder and recipe.config["trainer"]["max_steps"] == 3
     assert recipe.config["checkpoint"]["uri"] == "s3://b/run"
     assert recipe.config["checkpoint"]["endpoint_url"] == "http://127.0.0.1:9000"
+    assert recipe.config["checkpoint"]["require_upload"] is True  # the notebook's disk goes with its machine
     assert recipe.origins["checkpoint.uri"] == "value checkpoint.uri='s3://b/run'"
     assert colab.checkpoint_values(None) == {"checkpoint.endpoint_url": "http://127.0.0.1:9000"}
     with pytest.raises(RecipeError, match=r"Unknown key trainer.max_stepz in value trainer.max_stepz=3"):

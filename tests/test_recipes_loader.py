@@ -455,3 +455,11 @@ def test_a_base_is_not_a_recipe_to_run():
         RecipeError, match=r"^_base is a base that recipes build on \(base: _base\), not a recipe"
     ):
         load_recipe("_base")
+
+
+def test_overrides_given_as_one_string_are_refused_with_the_list_form():
+    """A notebook's `overrides = "trainer.max_steps=8"` was read character by character ("Malformed override 't'")."""
+    with pytest.raises(
+        RecipeError, match=r"overrides must be a list .* got the string 'trainer.max_steps=8': write a list"
+    ):
+        load_recipe("gsm8k_tiny", "trainer.max_steps=8")

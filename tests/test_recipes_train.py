@@ -181,18 +181,22 @@ def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monk
     out = tmp_path / "run"
     recipe = load_recipe(
         "gsm8k_tiny",
-        [f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2",
+        [f"trainer.output_dir={out}", "trainer.max_steps=6", "checkpoint.every_steps=2",
          f"checkpoint.uri={tmp_path / 'drive'}", f"checkpoint.require_upload={str(required).lower()}"],
     )  # fmt: skip
-    if required:
+    if required:  # the run ends at the save after the failed upload, not at max_steps
         with pytest.raises(
-            CheckpointError, match="FAILED for checkpoint-2: ConnectionError: the store went away"
+            CheckpointError,
+            match="FAILED for checkpoint-2, checkpoint-4: ConnectionError: the store went away",
         ):
             train(recipe)
+        assert "checkpoint-2 did not reach" in caplog.text and "ending the run after this save" in caplog.text
     else:
         train(recipe)
-        assert "FAILED for checkpoint-2" in caplog.text and "still ends with exit code 0" in caplog.text
-    assert (out / "adapter_model.safetensors").is_file() and state(out)["global_step"] == 2  # saved first
+        assert "FAILED for checkpoint-2, checkpoint-4, checkpoint-6: ConnectionError" in caplog.text
+        assert "still ends with exit code 0" in caplog.text
+    steps = 4 if required else 6
+    assert (out / "adapter_model.safetensors").is_file() and state(out)["global_step"] == steps  # saved first
     assert not (out / ".checkpoint_sync" / "run.lock").exists()  # the folder is free for the next launch
 
 
