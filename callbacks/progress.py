@@ -40,6 +40,10 @@ class ShortProgress(ProgressCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         if not args.disable_tqdm:
             super().on_train_begin(args, state, control, **kwargs)
+            if state.global_step and self.training_bar is not None:  # a resumed run: its steps before are not
+                # this launch's, so neither tqdm's rate nor the time left may count them as done in no time
+                self.training_bar.n = self.training_bar.initial = self.current_step = state.global_step
+                self.training_bar.refresh()
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.training_bar is not None:
@@ -50,8 +54,9 @@ class ShortProgress(ProgressCallback):
             return
         left = None
         if self.training_bar is not None:
-            done, elapsed = self.training_bar.n, self.training_bar.format_dict["elapsed"]
-            left = (state.max_steps - done) * elapsed / done if done else None
+            bar = self.training_bar
+            done, elapsed = bar.n - bar.initial, bar.format_dict["elapsed"]  # steps of this launch
+            left = (state.max_steps - bar.n) * elapsed / done if done else None
         line = short_line(logs, state.global_step, state.max_steps, left)
         if line:
             (self.training_bar.write if self.training_bar is not None else print)(line)

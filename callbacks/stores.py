@@ -140,7 +140,11 @@ class FolderStore(Store):
             ok = self.read_bytes(probe) == b"probe"
             self.delete([probe])
         except OSError as e:
-            raise CheckpointError(f"Cannot write checkpoints to folder {self.root}: {e}") from e
+            file = next((p for p in (self.root, *self.root.parents) if p.is_file()), None)
+            what = f" ({file} is a file; checkpoint.uri names a folder)" if file else ""
+            raise CheckpointError(
+                f"checkpoint.uri: cannot write checkpoints to folder {self.root}{what}: {e}"
+            ) from e
         if not ok:
             raise CheckpointError(f"Folder {self.root} did not return what was written to it")
 

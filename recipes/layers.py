@@ -92,9 +92,15 @@ def read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
     base = data.pop("base", None)
     if base is None:
         return [(str(path), data)]
-    base_path = path.parent / f"{base}.yaml" if not str(base).endswith(".yaml") else path.parent / base
-    if not base_path.is_file():
-        raise RecipeError(f"{path}: base: {base!r} not found (looked for {base_path}).")
+    file = f"{base}.yaml" if not str(base).endswith(".yaml") else str(base)
+    # Beside the recipe first, then the shipped recipes: a recipe of your own builds on gsm8k_llama by name.
+    candidates = [path.parent / file, RECIPE_DIR / file]
+    base_path = next((c for c in candidates if c.is_file()), None)
+    if base_path is None:
+        raise RecipeError(
+            f"{path}: base: {base!r} not found (looked for {' and '.join(map(str, dict.fromkeys(candidates)))})."
+            f"{did_you_mean(Path(file).stem, available(), prefix='base: ')}"
+        )
     return read_layers(base_path, seen + (path.resolve(),)) + [(str(path), data)]
 
 

@@ -93,8 +93,9 @@ def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
     if changed:
         uri = recipe.config["checkpoint"]["uri"]
         fresh = f"trainer.output_dir={output_dir}-2" + (f" checkpoint.uri={uri.rstrip('/')}-2" if uri else "")
+        where = uri or output_dir  # with a store, the run resumed is the store's, whatever is on this disk
         raise RecipeError(
-            f"{output_dir} holds a run made with a different recipe ({'; '.join(changed)}), and "
+            f"{where} holds a run made with a different recipe ({'; '.join(changed)}), and "
             f"checkpoint.resume=latest would continue it. Rerun with the recipe it was made with, or start a "
             f"new run elsewhere: {fresh}"
         )

@@ -137,12 +137,6 @@ def train(recipe) -> Path:
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
     questions = heldout_plan(recipe) if recipe.config["heldout"]["enabled"] else None
     output_dir = Path(recipe.config["trainer"]["output_dir"])
-    if state.is_main_process:
-        logger.info(
-            "Recipe %s, resolved in full in %s (python recipes/run.py %s --print shows it)",
-            recipe.name, output_dir / "recipe.yaml", recipe.name,
-        )  # fmt: skip
-        logger.debug("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
     # Storage and run-conflict checks next: a refused run must not touch another run's output folder.
     plan = prepare_checkpointing(
         output_dir=str(output_dir),
@@ -155,6 +149,11 @@ def train(recipe) -> Path:
         if finished is None:
             if state.is_main_process:
                 write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
+                logger.info(
+                    "Recipe %s, resolved in full in %s (python recipes/run.py %s --print shows it)",
+                    recipe.name, output_dir / "recipe.yaml", recipe.name,
+                )  # fmt: skip
+                logger.debug("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
             heldout = heldout_callback(recipe, questions, plan.resume_from)
             # Held-out first: its on_save writes the checkpoint's history before SealCallback seals the folder.
             callbacks = [

@@ -156,7 +156,10 @@ def test_folder_preflight(tmp_path):
     FolderStore(tmp_path / "new" / "runs").preflight()
     assert list((tmp_path / "new" / "runs").iterdir()) == []
     (tmp_path / "file").write_text("x")
-    with pytest.raises(CheckpointError, match=r"Cannot write checkpoints to folder .*/file/runs"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"checkpoint.uri: cannot write checkpoints to folder .*/file/runs \(.*/file is a file;",
+    ):
         FolderStore(tmp_path / "file" / "runs").preflight()
     with pytest.raises(CheckpointError, match=r"on Google Drive, but Drive is not mounted. .*drive.mount"):
         FolderStore("/content/drive/MyDrive/runs/x").preflight()

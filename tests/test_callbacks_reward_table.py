@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+
 import pytest
 from _callbacks_helpers import trainer_objects
 
@@ -98,3 +101,20 @@ def test_a_logged_step_is_one_short_line_not_the_metrics_dict():
     assert (
         short_line({"train_runtime": 12.0}, 8, 8, 0) is None
     )  # the final summary stays in trainer_state.json
+
+
+def test_time_left_after_a_resume_counts_only_this_launchs_steps(capsys):
+    """Resumed at step 36 of 60: two steps in 10 s leave 22 steps, 110 s (it said "left 0s")."""
+    from transformers import TrainerControl, TrainerState
+
+    from callbacks.progress import ShortProgress
+
+    progress, args = ShortProgress(), SimpleNamespace(disable_tqdm=False)
+    state = TrainerState(global_step=36, max_steps=60, is_world_process_zero=True)
+    progress.on_train_begin(args, state, TrainerControl())
+    progress.training_bar.start_t -= 10  # ten seconds into this launch
+    state.global_step = 38
+    progress.on_step_end(args, state, TrainerControl())
+    progress.on_log(args, state, TrainerControl(), logs={"reward": 1.0})
+    progress.on_train_end(args, state, TrainerControl())
+    assert re.search(r"step 38/60  reward 1.000  left 1m5\ds", capsys.readouterr().out)

@@ -249,6 +249,22 @@ def test_errors_in_a_file_name_that_file(tmp_path):
         load_recipe(str(bad))
 
 
+def test_a_recipe_of_your_own_builds_on_a_shipped_one_by_name(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("# Mine.\nbase: gsm8k_tiny\ntrainer: {max_steps: 3}\n")
+    recipe = load_recipe(str(mine))
+    assert (
+        recipe.config["trainer"]["max_steps"] == 3
+        and recipe.config["model"]["name_or_path"] == "builtin:tiny-llama"
+    )
+    mine.write_text("base: gsm8k_tinny\n")
+    with pytest.raises(
+        RecipeError,
+        match=r"base: 'gsm8k_tinny' not found \(looked for .*\)\. Did you mean base: gsm8k_tiny\?",
+    ):
+        load_recipe(str(mine))
+
+
 def test_four_bit_without_bitsandbytes_fails_at_load(monkeypatch):
     real = checks.importlib.util.find_spec
     monkeypatch.setattr(

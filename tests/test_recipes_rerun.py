@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 
 from callbacks.manifest import MANIFEST_NAME, local_checkpoint_problems
-from recipes.recipe import load_recipe
+from recipes.recipe import RecipeError, load_recipe
 from recipes.rerun import changed_keys
 
 pytestmark = pytest.mark.slow
@@ -124,3 +124,22 @@ def test_a_recipe_saved_with_the_old_checkpointing_name_still_matches():
     assert changed_keys(saved, now) == []
     saved["trainer"]["activation_checkpointing"] = True
     assert changed_keys(saved, now) == ["trainer.activation_checkpointing: True -> False"]
+
+
+def test_a_changed_recipe_resumed_from_a_store_names_the_store(tmp_path):
+    """A new output folder resuming a store's run: the store holds that run, not the (new, empty) folder."""
+    from recipes.rerun import finished_step
+
+    checkpoint = tmp_path / "new" / "checkpoint-2"  # downloaded from the store
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "recipe.yaml").write_text(
+        load_recipe("gsm8k_tiny", ["trainer.learning_rate=0.5"]).to_yaml()
+    )
+    recipe = load_recipe(
+        "gsm8k_tiny", [f"trainer.output_dir={tmp_path / 'new'}", "checkpoint.uri=s3://b/runs/x"]
+    )
+    with pytest.raises(
+        RecipeError,
+        match=r"^s3://b/runs/x holds a run made with a different recipe \(trainer.learning_rate: 0.5",
+    ):
+        finished_step(recipe, str(checkpoint))
