@@ -22,6 +22,7 @@ from stats.analysis import compare_models
 from stats.groups import compare_groups, group_labels
 from stats.records import InputError, load_records, pair_questions, uneven_samples_warning
 from stats.report import format_text, to_json
+from stats.settings import check_same_decoding
 from stats.swaps import write_swaps
 
 logger = logging.getLogger("stats.compare")
@@ -55,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare only the questions both files have (reports the rest)",
     )
     parser.add_argument(
+        "--different-decoding",
+        action="store_true",
+        help="compare files generated with different temperature, top_p or max_new_tokens (refused otherwise)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of the text report"
     )
     parser.add_argument(
@@ -84,6 +90,7 @@ def compare(
     tuned: str | Path,
     *,
     intersect: bool = False,
+    different_decoding: bool = False,
     plot: str | Path | None = None,
     swaps: str | Path | None = None,
     examples: int = 3,
@@ -96,6 +103,7 @@ def compare(
         baseline: JSONL records of the model before fine-tuning.
         tuned: JSONL records of the fine-tuned model, on the same questions.
         intersect: Compare only the questions both files have.
+        different_decoding: Compare files generated with different decoding settings (a warning says so).
         plot: Write the accuracy and per-question difference plot here (.png, .pdf, .svg).
         swaps: Write the swap-in / swap-out Markdown report here.
         examples: Both-right / both-wrong examples in the swaps report.
@@ -113,10 +121,16 @@ def compare(
         OSError: An output file could not be written.
     """
     inputs = (baseline, tuned)
+    if Path(baseline).resolve() == Path(tuned).resolve():
+        raise InputError(
+            f"{baseline} is given as both the baseline and the tuned file: pass two evaluations."
+        )
     plot = check_output_path(str(plot), "--plot", IMAGE_SUFFIXES, inputs) if plot else None
     swaps = check_output_path(str(swaps), "--swaps", (".md",), inputs) if swaps else None
     baseline_records, tuned_records = load_records(str(baseline)), load_records(str(tuned))
     pairing = pair_questions(baseline_records, tuned_records, intersect=intersect)
+    for warning in check_same_decoding(baseline_records, tuned_records, allow_different=different_decoding):
+        logger.warning(warning)
     labels, skipped = group_labels(baseline_records, tuned_records, pairing.ids)
     for model in (baseline_records, tuned_records):
         if warning := uneven_samples_warning(model, pairing.ids):
@@ -147,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
             args.baseline,
             args.tuned,
             intersect=args.intersect,
+            different_decoding=args.different_decoding,
             seed=args.seed,
             resamples=args.resamples,
             examples=args.examples,

@@ -11,8 +11,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def write_records(path: Path, outcomes: dict[str, list[bool]], *, model: str = "m") -> Path:
-    """Write one JSONL record per sample: ``outcomes[qid][k]`` is whether sample k of question qid is right."""
+def write_records(
+    path: Path, outcomes: dict[str, list[bool]], *, model: str = "m", extra: dict | None = None
+) -> Path:
+    """Write one JSONL record per sample: ``outcomes[qid][k]`` is whether sample k of question qid is right.
+
+    ``extra``: more keys for every record (decoding settings, say).
+    """
     lines = []
     for i, (qid, samples) in enumerate(outcomes.items()):
         for k, correct in enumerate(samples):
@@ -29,6 +34,7 @@ def write_records(path: Path, outcomes: dict[str, list[bool]], *, model: str = "
                         "question": f"Question {qid}: what is {i}?",
                         "completion": f"{model} sample {k} of {qid}: the answer is {pred}",
                         "model": model,
+                        **(extra or {}),
                     }
                 )
             )

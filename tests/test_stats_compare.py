@@ -275,3 +275,26 @@ def test_python_api_returns_the_comparison_the_cli_prints(tmp_path):
     assert printed.returncode == 0, printed.stderr
     assert to_json(comparison) == json.loads(printed.stdout)
     assert (tmp_path / "swaps.md").is_file()
+
+
+def test_different_decoding_is_refused_unless_asked_for_and_then_said(capsys, caplog, tmp_path):
+    """Greedy against sampled decoding moves accuracy by itself: not a comparison of two models, unless asked."""
+    sampled = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), extra=sampled)
+    greedy = {**sampled, "temperature": 0.0}
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=greedy)
+    code, out, err = _run(capsys, base, tuned)
+    assert code == 2 and out == ""
+    assert f"{base} and {tuned} were generated with different decoding (temperature 1.0 vs 0.0)" in err
+    assert "pass --different-decoding to compare them anyway" in err
+    code, out, _ = _run(capsys, base, tuned, "--different-decoding")
+    assert code == 0 and "Verdict" in out
+    assert "mixes the training's effect with the decoding's" in caplog.text
+    same = write_records(tmp_path / "s.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=sampled)
+    assert _run(capsys, base, same)[0] == 0
+
+
+def test_the_same_file_twice_is_refused(capsys, tmp_path):
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3))
+    code, _, err = _run(capsys, base, tmp_path / "." / "b.jsonl")
+    assert code == 2 and "is given as both the baseline and the tuned file" in err
