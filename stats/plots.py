@@ -26,7 +26,12 @@ def _accuracy_panel(ax, c: Comparison) -> None:
             err = [[acc - 100 * m.ci95[0]], [100 * m.ci95[1] - acc]]
             ax.errorbar([x], [acc], yerr=err, fmt="o", capsize=8, color="tab:blue")
             note = f"[{100 * m.ci95[0]:.1f}, {100 * m.ci95[1]:.1f}]"
-        ax.annotate(f"{acc:.1f}%\n{note}", (x, acc), textcoords="offset points", xytext=(14, -10), fontsize=8)
+        # Below the point, unless that would put the note on the axis labels (an accuracy near 0%).
+        below = acc > 10
+        ax.annotate(
+            f"{acc:.1f}%\n{note}", (x, acc), textcoords="offset points", xytext=(14, -10 if below else 4),
+            va="top" if below else "bottom", fontsize=8,
+        )  # fmt: skip
     ax.set_xticks(
         [0, 1],
         [
@@ -89,11 +94,15 @@ def _forest_panel(ax, b: GroupBreakdown, overall: float) -> None:
     ax.set_ylim(rows[-1][0] + 0.5, -0.5)  # first group on top
     ax.axvline(0, color="black", linewidth=0.8)
     ax.axvline(100 * overall, color="tab:blue", linestyle="--", label=f"overall {100 * overall:+.1f} points")
+    low, high = ax.get_xlim()  # at least +-5 points: all-zero differences would otherwise span +-0.05
+    ax.set_xlim(min(low, -5), max(high, 5))
     ax.set_xlabel("tuned - baseline accuracy (points), 95% CI over the group's questions")
-    ax.set_title(
-        f"Per group: paired difference; p_holm = {PRIMARY_TEST} p, Holm-adjusted over {b.corrected} groups",
-        fontsize=10,
+    adjusted = (
+        f"p_holm = {PRIMARY_TEST} p, Holm-adjusted over {b.corrected} groups"
+        if b.corrected
+        else "no group has a p-value (no difference, or too few questions)"
     )
+    ax.set_title(f"Per group: paired difference; {adjusted}", fontsize=10)
     ax.legend(loc="best", fontsize=8)
 
 

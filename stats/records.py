@@ -108,7 +108,8 @@ def load_records(path: str | Path) -> ModelRecords:
         kind = "is a directory, not a file" if path.is_dir() else "does not exist"
         raise InputError(f"{path} {kind}: expected a JSONL file of graded samples.")
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read the file as UTF-8 text ({err}).") from None
 
@@ -123,6 +124,13 @@ def load_records(path: str | Path) -> ModelRecords:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
+            if lineno == len(lines) and not text.endswith("\n"):  # the writer stopped mid-line
+                errors.append(
+                    f"{where}: the last line is cut off ({err.msg} at column {err.colno}): was the evaluation "
+                    "stopped while writing? Re-running recipes/evaluate.py with the same arguments repairs the "
+                    "line and completes the file."
+                )
+                continue
             errors.append(
                 f"{where}: not valid JSON ({err.msg} at column {err.colno}); expected e.g. {_EXAMPLE}."
             )

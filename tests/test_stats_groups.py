@@ -200,6 +200,20 @@ def test_forest_panel_is_drawn_and_written(capsys, tmp_path, math_files):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.jsonl", "cmp.png", "tuned.jsonl"]
 
 
+def test_an_all_wrong_comparison_draws_a_readable_figure(tmp_path):
+    """No difference anywhere: no p-value to adjust, a forest axis a few points wide, notes above 0% points."""
+    meta = {qid: {**m, "base": 0, "tuned": 0} for qid, m in _meta().items()}
+    fig = draw_comparison(
+        compare(_write(tmp_path / "b.jsonl", "base", meta), _write(tmp_path / "t.jsonl", "tuned", meta))
+    )
+    accuracy, forest = fig.axes[0], fig.axes[2]
+    assert forest.get_title().endswith("no group has a p-value (no difference, or too few questions)")
+    low, high = forest.get_xlim()
+    assert low <= -5 and high >= 5
+    notes = [t for t in accuracy.texts if "CI undefined" in t.get_text()]
+    assert len(notes) == 2 and all(t.xyann[1] > 0 and t.get_va() == "bottom" for t in notes)
+
+
 def _lines_of(path, qid):
     return [n for n, line in enumerate(path.read_text().splitlines(), 1) if json.loads(line)["id"] == qid]
 
@@ -294,8 +308,9 @@ def test_unequal_samples_per_question_warn_with_count_and_example(caplog, tmp_pa
         f"{base}: 2 of 4 questions have fewer samples than the others (3 to 5 per question; e.g. 'q00' has 3 of 5)"
     )
     caplog.clear()
+    tuned_again = write_records(tmp_path / "t2.jsonl", outcomes_from_counts([2, 2, 2, 5], 5))
     with caplog.at_level(logging.WARNING, logger="stats.compare"):
-        compare(tuned, tuned)
+        compare(tuned, tuned_again)
     assert caplog.records == []  # equal samples: no warning
 
     proc = run_cli("stats.compare", base, tuned, "--json")

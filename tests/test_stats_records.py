@@ -135,3 +135,17 @@ def test_describe_samples_names_uneven_questions(tmp_path):
     assert describe_samples(uneven, ["q00", "q01", "q02"]) == (
         "3 to 5 samples per question (2 questions have fewer than 5: 'q01' (3), 'q02' (4))"
     )
+
+
+def test_a_cut_off_last_line_says_to_rerun_the_evaluation(tmp_path):
+    path = tmp_path / "tuned.jsonl"
+    path.write_text('{"id": "a", "sample": 0, "correct": true}\n{"id": "a", "sample": 1, "corr')  # no newline
+    with pytest.raises(
+        InputError, match=rf"{path} line 2: the last line is cut off .* Re-running recipes/evaluate.py"
+    ):
+        load_records(path)
+    path.write_text(
+        '{"id": "a", "sample": 0, "correct": true}\n{"id": "a", "sample": 1, "corr\n'
+    )  # a whole bad line
+    with pytest.raises(InputError, match=r"line 2: not valid JSON"):
+        load_records(path)
