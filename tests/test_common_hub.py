@@ -47,6 +47,13 @@ for name, call in calls.items():
 """
 
 
+def python(args: list[str], env: dict) -> subprocess.CompletedProcess:
+    """The project's Python on ``args`` in a fresh process (Hub settings are read once, at import)."""
+    return subprocess.run(
+        [sys.executable, *args], check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=180
+    )
+
+
 class FakeHub(BaseHTTPRequestHandler):
     def answer(self, body: bool) -> None:
         status, code, message = next(
@@ -87,15 +94,7 @@ def hub_messages(tmp_path_factory) -> dict[str, str]:
         "HF_TOKEN": "hf_NotARealTokenForTheFakeHub",
     }
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", SCRIPT],
-            check=False,
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
+        done = python(["-c", SCRIPT], env)
     finally:
         server.shutdown()
     assert done.returncode == 0, done.stderr[-3000:]
@@ -128,15 +127,10 @@ def test_missing_dataset_names_data_source(hub_messages):
 def test_offline_without_cache_says_so_in_one_line(tmp_path):
     """A command line, offline with an empty cache: exit 2 and one error naming the key, no traceback."""
     env = {**os.environ, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = subprocess.run(
-        [sys.executable, "recipes/evaluate.py", "gsm8k_tiny", "data.source=openai/gsm8k", "data.config=main"]
+    done = python(
+        ["recipes/evaluate.py", "gsm8k_tiny", "data.source=openai/gsm8k", "data.config=main"]
         + ["--out", str(tmp_path / "base.jsonl"), "--samples", "1"],
-        check=False,
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+        env,
     )
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
