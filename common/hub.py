@@ -43,9 +43,7 @@ def explain(error: BaseException, repo: str, key: str, what: str) -> str | None:
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     for cause in _chain(error):
-        if isinstance(
-            cause, DatasetNotFoundError
-        ):  # datasets' message already says gated, missing or private
+        if isinstance(cause, DatasetNotFoundError):  # its message already says gated, missing or private
             return (
                 f"{key}: {cause} Check its spelling (owner/name); for a gated or private dataset, log in with an "
                 "account that can read it (`hf auth login`, or set HF_TOKEN)."

@@ -59,7 +59,7 @@ def build_trainer(recipe, callbacks=(), *, tokenizer=None, dataset=None):
     from rewards import build_rewards
 
     # Data before weights: a bad data source should fail in seconds, not after an 8B model has loaded.
-    tokenizer = tokenizer or load_tokenizer(recipe.config["model"])
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(recipe.config["model"])
     dataset = dataset if dataset is not None else load_split(recipe.config["data"], tokenizer=tokenizer)
     reward_funcs, _ = build_rewards(recipe.config["rewards"], defaults=reward_defaults(recipe.config))
     # Before the weights: a refusal should not wait for them.

@@ -183,7 +183,7 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str] |
     ):
         lines.append(f"  {label:<26}{count:>6}/{total}  {100 * count / total:5.1f}%")
     lines.append(f"  questions solved at least once {solved}/{questions}")
-    lines.append("  scored as lm-eval's GSM8K task scores (the figures published GSM8K numbers use):")
+    lines.append("  lm-eval's GSM8K scoring (what published GSM8K numbers use):")
     for label, key, how in (
         ("strict-match", "correct_strict", "the answer in the format the prompt asks for"),
         ("flexible-extract", "correct_lenient", "last boxed answer, else last number"),
