@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from recipes.layers import RecipeError
 
@@ -83,3 +84,24 @@ def check_engine(cuda_available: bool) -> None:
             "fsdp_state_dict_type: FULL_STATE_DICT, as recipes/accelerate/fsdp.yaml does: a LoRA adapter is "
             "small, and it is gathered on the main process only."
         )
+
+
+def say_deepspeed_build() -> None:
+    """Say, once per run, that DeepSpeed is about to compile its C++ ops when this machine has not built them yet.
+
+    DeepSpeed builds CPU Adam (the optimizer offload's) and its CPU communication op on first use, one to two
+    minutes on a small machine without a line of output, then caches them under ``TORCH_EXTENSIONS_DIR``
+    (default ``~/.cache/torch_extensions``). An install built with them (``DS_BUILD_CPU_ADAM=1``) skips it.
+    """
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() != "true" or not first_process():
+        return
+    from deepspeed.git_version_info import installed_ops
+
+    cache = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    if installed_ops.get("cpu_adam") or any(cache.glob("*/cpu_adam/cpu_adam*.so")):
+        return
+    logger.info(
+        "DeepSpeed compiles its C++ ops (CPU Adam, the CPU communication op) on this machine's first run: one to "
+        "two minutes without output, then cached in %s.",
+        cache,
+    )

@@ -114,12 +114,13 @@ def train(recipe) -> Path:
     from recipes.checks import check_environment, check_machine, check_vllm_share
     from recipes.data import load_split
     from recipes.heldout import heldout_callback, heldout_plan
-    from recipes.launcher import check_engine, reconcile_precision
+    from recipes.launcher import check_engine, reconcile_precision, say_deepspeed_build
     from recipes.model import load_config, load_tokenizer
     from recipes.model_card import model_card
     from recipes.rerun import finished_step, keep_final_adapter, stopped_early
 
     check_engine(torch.cuda.is_available())
+    say_deepspeed_build()
     reconcile_precision(recipe)  # before accelerate's state or the GRPOConfig reads the launcher's precision
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.

@@ -15,7 +15,7 @@ from peft import LoraConfig, get_peft_model
 from safetensors.torch import load_file, save_file
 
 from callbacks.saved_adapter import saved_adapter_problems, trained_lora_shapes
-from recipes.launcher import check_engine, reconcile_precision
+from recipes.launcher import check_engine, reconcile_precision, say_deepspeed_build
 from recipes.layers import RecipeError
 from recipes.recipe import load_recipe
 
@@ -52,6 +52,26 @@ def test_without_a_launcher_nothing_is_set(monkeypatch):
     monkeypatch.delenv("ACCELERATE_MIXED_PRECISION", raising=False)
     reconcile_precision(load_recipe("gsm8k_tiny"))
     assert "ACCELERATE_MIXED_PRECISION" not in os.environ
+
+
+def test_a_first_deepspeed_run_says_its_ops_compile_and_a_built_machine_says_nothing(
+    monkeypatch, caplog, tmp_path
+):
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    monkeypatch.delenv("RANK", raising=False)
+    caplog.set_level(logging.INFO, logger="recipes.launcher")
+    say_deepspeed_build()  # no DeepSpeed launch: nothing to say
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    say_deepspeed_build()
+    assert (
+        caplog.text.count("DeepSpeed compiles its C++ ops") == 1
+        and f"then cached in {tmp_path}" in caplog.text
+    )
+    (tmp_path / "py311_cpu" / "cpu_adam").mkdir(parents=True)
+    (tmp_path / "py311_cpu" / "cpu_adam" / "cpu_adam.so").write_bytes(b"built")
+    caplog.clear()
+    say_deepspeed_build()
+    assert caplog.text == ""
 
 
 def test_fsdp_is_refused_on_a_cpu_and_with_a_sharded_state_dict(monkeypatch):
