@@ -111,6 +111,7 @@ class CheckpointSyncCallback(TrainerCallback):
     ):
         self.store, self.run, self.staging_dir, self.lease = store, run, Path(staging_dir), lease
         self.stop_on_failure = stop_on_failure
+        self.stopped: str | None = None  # why the run ended early for a failed upload (main process)
         self.machine = machine = machine or Machine()
         # Another machine never skips a part: the main process's commit of that checkpoint waits for it.
         pending = max_pending if not machine.uploads_part else 1 << 20
@@ -152,7 +153,8 @@ class CheckpointSyncCallback(TrainerCallback):
         if self.store is not None:
             logger.info("Waiting for checkpoint uploads to %s to finish", self.store.uri)
             self.uploader.wait()
-            message = self._report()
+            # A later checkpoint may have reached the store since, but the run still stopped short of its end.
+            message = self._report() or self.stopped
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             message = _broadcast(message)
         return message
@@ -164,12 +166,12 @@ class CheckpointSyncCallback(TrainerCallback):
             self.uploader.wait()
             if unsafe := self._unsafe():
                 failed = True
-                logger.error(
-                    "checkpoint.require_upload=true and checkpoint-%d did not reach %s: ending the run after this "
-                    "save (the final adapter is kept locally); fix the store and rerun the same command to resume",
-                    max(unsafe),
-                    self.store.uri,
+                self.stopped = (
+                    f"checkpoint.require_upload=true and checkpoint-{max(unsafe)} did not reach {self.store.uri} "
+                    f"({unsafe[max(unsafe)]}): the run ended early; fix the store and rerun the same command to "
+                    "resume"
                 )
+                logger.error("%s (the final adapter is kept locally)", self.stopped)
         return _broadcast(failed) if world_size > 1 else failed
 
     def _unsafe(self) -> dict[int, str]:

@@ -34,6 +34,7 @@ from recipes.layers import (
     parse_override,
     read_layers,
 )
+from recipes.renamed import RENAMED_TRAINER_KEYS, drop_written_old_names, fold_renamed
 
 __all__ = [
     "Recipe",
@@ -108,9 +109,7 @@ def trainer_fields() -> dict[str, tuple | None]:
 
     fields = dataclasses.fields(GRPOConfig)
     return {
-        f.name: _annotation_types(f.type)
-        for f in fields
-        if f.init and f.name not in schema.RENAMED_TRAINER_KEYS
+        f.name: _annotation_types(f.type) for f in fields if f.init and f.name not in RENAMED_TRAINER_KEYS
     }
 
 
@@ -135,8 +134,8 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
     for key, value in section.items():
         where = origins.get(f"{name}.{key}", origins.get(name, "the recipe"))
         if key not in specs:
-            if name == "trainer" and key in schema.RENAMED_TRAINER_KEYS:
-                new = schema.RENAMED_TRAINER_KEYS[key]
+            if name == "trainer" and key in RENAMED_TRAINER_KEYS:
+                new = RENAMED_TRAINER_KEYS[key]
                 errors.append(
                     f"trainer.{key} in {where} is the old name of trainer.{new}: write {new} instead."
                 )
@@ -162,23 +161,21 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             errors.append(f"Missing required key {name}.{key} in {origins.get(name, 'the recipe')}.")
 
 
-def trainer_defaults() -> dict[str, Any]:
-    """Every ``trl.GRPOConfig`` field with its default: what a recipe's ``trainer:`` section is resolved over.
-
-    A renamed field's default moves to its new name where that has none (GRPOConfig turns activation
-    checkpointing on through the old name), and the old name is left out.
-    """
+def grpo_config_defaults() -> dict[str, Any]:
+    """Every ``trl.GRPOConfig`` field with its default, old names of renamed fields too."""
     from trl import GRPOConfig
 
-    defaults = {
+    return {
         f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
         for f in dataclasses.fields(GRPOConfig)
         if f.init
     }
-    for old, new in schema.RENAMED_TRAINER_KEYS.items():
-        old_default = defaults.pop(old)
-        defaults[new] = old_default if defaults[new] is None else defaults[new]
-    return defaults
+
+
+def trainer_defaults() -> dict[str, Any]:
+    """What a recipe's ``trainer:`` section is resolved over: GRPOConfig's defaults, a renamed field's under its
+    new name (GRPOConfig turns activation checkpointing on through the old one)."""
+    return fold_renamed(grpo_config_defaults())
 
 
 def with_defaults(config: dict) -> dict:
@@ -286,7 +283,9 @@ def load_recipe(
     config.update({"rewards": [], "callbacks": [], "trainer": {}})
     origins: dict[str, str] = {}
     errors: list[str] = []
+    old_defaults = grpo_config_defaults()
     for source, layer in layers:
+        drop_written_old_names(layer, old_defaults)
         for section in layer:
             origins.setdefault(section, source)
             if section not in schema.TOP_LEVEL:

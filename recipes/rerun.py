@@ -18,8 +18,9 @@ from typing import Any
 import yaml
 
 from callbacks.remote import is_training_state
+from common.secrets import SECRET_KEY
 from recipes.recipe import Recipe, RecipeError
-from recipes.schema import RENAMED_TRAINER_KEYS
+from recipes.renamed import fold_renamed
 
 logger = logging.getLogger(__name__)
 # What a continued run may change: how long it trains (raise max_steps to extend a finished run; whether alarms or
@@ -41,9 +42,6 @@ MAY_CHANGE = (
     "checkpoint.run_id",
     "callbacks",
 )
-# Old names of renamed trainer keys: a recipe.yaml written before they were left out still holds them, mirroring
-# the new names, so a run made then continues after an upgrade.
-NOT_COMPARED = tuple(f"trainer.{old}" for old in RENAMED_TRAINER_KEYS)
 # A checkpoint's own bookkeeping; with its training state (optimizer, RNG), not part of the final adapter folder.
 BOOKKEEPING = ("manifest.json", "recipe.yaml")
 
@@ -60,12 +58,18 @@ def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
 
 
 def changed_keys(before: dict, after: dict) -> list[str]:
-    """``key: old -> new`` for each key whose value differs, leaving out those in MAY_CHANGE and NOT_COMPARED."""
+    """``key: old -> new`` for each key whose value differs, leaving out those in MAY_CHANGE and credential keys
+    (refused in a recipe now, and never printed).
+
+    A recipe.yaml written before renamed trainer keys were left out has their old names folded in first, as
+    GRPOConfig would, so a run made then continues after an upgrade.
+    """
+    before = {**before, "trainer": fold_renamed(before.get("trainer") or {})}
     old, new = flatten(before), flatten(after)
     return [
         f"{key}: {old.get(key)!r} -> {new.get(key)!r}"
         for key in dict.fromkeys([*old, *new])
-        if old.get(key) != new.get(key) and key not in MAY_CHANGE + NOT_COMPARED
+        if old.get(key) != new.get(key) and key not in MAY_CHANGE and not SECRET_KEY.search(key)
     ]
 
 

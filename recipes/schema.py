@@ -142,15 +142,6 @@ RANGES: dict[str, tuple[Any, str]] = {
 # Sections that are lists of {name|path: ..., params} specs, validated by their registries.
 LIST_SECTIONS = ("rewards", "callbacks")
 
-# GRPOConfig fields kept only as old names of newer ones. transformers reads gradient_checkpointing only when
-# activation_checkpointing is unset, and the base recipe sets it, so the old name would be ignored without a
-# word: a recipe must use the new name, and the resolved recipe shows only that one.
-RENAMED_TRAINER_KEYS = {
-    "gradient_checkpointing": "activation_checkpointing",
-    "gradient_checkpointing_kwargs": "activation_checkpointing_kwargs",
-    "use_transformers_paged": "use_transformers_continuous_batching",
-    "vllm_importance_sampling_cap": "vllm_importance_sampling_clip_max",
-}
 TOP_LEVEL = ("base", "model", "lora", "data", "rewards", "callbacks", "heldout", "checkpoint", "trainer")
 
 

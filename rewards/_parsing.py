@@ -47,8 +47,11 @@ _DROP = re.compile(
     r"\\left|\\right|\\displaystyle|\\[$%]|\\[()\[\]]|[$%]|\*\*|\^\s*\{?\s*\\circ\s*\}?|°|\\degree\b"
 )
 # Unit words after a number or a closing brace: "18 dollars", "\frac{1}{2} cup", "3/4 of the cake", "5 cm^2".
-# One letter counts as a unit only after a space: "1+2i" and "2k" are values, "5 m" is five metres.
-_UNIT_TAIL = re.compile(r"(?<=[0-9}])(?:\s+[A-Za-z]|\s*[A-Za-z]{2})[A-Za-z .'/-]{0,40}(?:\^\s*\{?[23]\}?)?$")
+# One letter counts as a unit only after a space: "1+2i" and "2k" are values, "5 m" is five metres; squared or
+# cubed, only a unit of two letters or more ("3 x^2" is a value).
+_UNIT_TAIL = re.compile(
+    r"(?<=[0-9}])(?:(?:\s+[A-Za-z]|\s*[A-Za-z]{2})[A-Za-z .'/-]{0,40}|\s*[A-Za-z]{2,}\s*\^\s*\{?[23]\}?)$"
+)
 _SYMBOLIC = re.compile(r"\\[dt]?frac|\\sqrt|\\pi|[0-9)}]\s*/\s*[0-9({]|\^")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 # The left side of an equation, not of an assignment: a coefficient times a variable ("5x - 7y + 4 = 0").

@@ -473,6 +473,21 @@ def test_a_base_is_not_a_recipe_to_run():
         load_recipe("_base")
 
 
+def test_a_recipe_yaml_written_by_an_earlier_version_loads_as_the_same_recipe(tmp_path):
+    """Earlier versions wrote the old names of renamed trainer keys, at GRPOConfig's defaults, into recipe.yaml."""
+    written = load_recipe("arith_tiny").config
+    old = {**written, "trainer": {**written["trainer"], "gradient_checkpointing": True,
+                                  "gradient_checkpointing_kwargs": None, "use_transformers_paged": False,
+                                  "vllm_importance_sampling_cap": None}}  # fmt: skip
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(old))
+    assert load_recipe(str(path)).config == written
+    old["trainer"]["gradient_checkpointing"] = False  # not what an earlier version wrote: a real use, refused
+    path.write_text(yaml.safe_dump(old))
+    with pytest.raises(RecipeError, match=r"trainer.gradient_checkpointing in .*recipe.yaml is the old name"):
+        load_recipe(str(path))
+
+
 def test_overrides_given_as_one_string_are_refused_with_the_list_form():
     """A notebook's `overrides = "trainer.max_steps=8"` was read character by character ("Malformed override 't'")."""
     with pytest.raises(

@@ -114,16 +114,28 @@ def test_changed_keys_ignore_what_a_continued_run_may_change():
     assert changed_keys(before, after) == ["trainer.beta: 0.0 -> 0.1"]
 
 
-def test_a_recipe_saved_with_the_old_checkpointing_name_still_matches():
-    """recipe.yaml files written before renamed trainer keys were left out hold them; a continued run passes."""
+def test_a_recipe_saved_by_an_earlier_version_still_matches():
+    """recipe.yaml files written before renamed trainer keys were left out hold their old names (at GRPOConfig's
+    defaults), and a run resolved without a base recipe had activation_checkpointing null: both continue."""
     now = load_recipe("gsm8k_tiny").config
-    saved = {
-        **now,
-        "trainer": {**now["trainer"], "gradient_checkpointing": True, "use_transformers_paged": False},
+    old_names = {
+        "gradient_checkpointing": True,
+        "gradient_checkpointing_kwargs": None,
+        "use_transformers_paged": False,
     }
+    saved = {**now, "trainer": {**now["trainer"], **old_names}}
     assert changed_keys(saved, now) == []
     saved["trainer"]["activation_checkpointing"] = True
     assert changed_keys(saved, now) == ["trainer.activation_checkpointing: True -> False"]
+    base_less = load_recipe("gsm8k_tiny", ["trainer.activation_checkpointing=true"]).config
+    saved = {**base_less, "trainer": {**base_less["trainer"], **old_names, "activation_checkpointing": None}}
+    assert changed_keys(saved, base_less) == []
+
+
+def test_a_token_saved_by_an_earlier_version_is_neither_printed_nor_blocks_the_run():
+    now = load_recipe("gsm8k_tiny").config
+    saved = {**now, "trainer": {**now["trainer"], "hub_token": "hf_SavedSecret"}}
+    assert changed_keys(saved, now) == []
 
 
 def test_a_changed_recipe_resumed_from_a_store_names_the_store(tmp_path):

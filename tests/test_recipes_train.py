@@ -168,6 +168,36 @@ def test_a_refused_second_run_leaves_the_first_runs_folder_alone(tmp_path):
     assert (out / "recipe.yaml").read_text() == recipe_before
 
 
+def test_a_run_stopped_for_a_failed_upload_fails_even_when_the_store_recovers(tmp_path, monkeypatch, caplog):
+    """require_upload: checkpoint-2's upload fails once, checkpoint-4's succeeds; the run stopped at 4 of 6 must
+    not end as a success."""
+    import callbacks.checkpoint_sync as sync
+    from callbacks.errors import CheckpointError
+    from recipes.run import train
+
+    real, calls = sync.publish_staged, []
+
+    def once_broken(*args, **kwargs):
+        calls.append(args[2])
+        if len(calls) == 1:
+            raise ConnectionError("the store went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sync, "publish_staged", once_broken)
+    out = tmp_path / "run"
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        [f"trainer.output_dir={out}", "trainer.max_steps=6", "checkpoint.every_steps=2",
+         f"checkpoint.uri={tmp_path / 'drive'}", "checkpoint.require_upload=true"],
+    )  # fmt: skip
+    with pytest.raises(
+        CheckpointError, match=r"checkpoint-2 did not reach .*: the run ended early; fix the store"
+    ):
+        train(recipe)
+    assert calls == [2, 4] and state(out)["global_step"] == 4
+    assert (tmp_path / "drive" / "checkpoint-4" / "manifest.json").is_file()
+
+
 @pytest.mark.parametrize("required", [False, True])
 def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monkeypatch, caplog, required):
     import callbacks.checkpoint_sync as sync
@@ -190,7 +220,7 @@ def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monk
             match="FAILED for checkpoint-2, checkpoint-4: ConnectionError: the store went away",
         ):
             train(recipe)
-        assert "checkpoint-2 did not reach" in caplog.text and "ending the run after this save" in caplog.text
+        assert "checkpoint-2 did not reach" in caplog.text and "the run ended early" in caplog.text
     else:
         train(recipe)
         assert "FAILED for checkpoint-2, checkpoint-4, checkpoint-6: ConnectionError" in caplog.text

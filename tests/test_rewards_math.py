@@ -66,6 +66,8 @@ UNEQUAL = {
     "number for an interval": ("(3,4]", "3"),
     "number for a complex": ("1+2i", "3"),
     "radians for degrees": (r"90^\circ", r"\frac{\pi}{2}"),
+    "a squared variable is no unit": ("3", r"3 x^2"),
+    "a cubed variable is no unit": ("8", r"8 t^3"),
 }
 
 
