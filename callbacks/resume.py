@@ -263,7 +263,12 @@ class Resolver:
                 )
                 aside.parent.mkdir(parents=True, exist_ok=True)
                 c.folder.rename(aside)
-                logger.warning("Moved local %s aside to %s: %s", c.folder.name, aside, "; ".join(c.problems))
+                held = [p for p in aside.parent.rglob("*") if p.is_file()]
+                logger.warning(
+                    "Moved local %s aside to %s: %s. %s holds %d folders (%.2f GB): delete them once looked at.",
+                    c.folder.name, aside, "; ".join(c.problems), aside.parent,
+                    sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
+                )  # fmt: skip
             else:
                 logger.warning(
                     "Deleting %s (an incomplete upload, never resumable)", self.store.child_uri(c.name)

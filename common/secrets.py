@@ -16,9 +16,10 @@ _QUERY_SECRET = re.compile(
 
 # A key whose value is a credential: TRL's trainer.hub_token (max_new_tokens and the like are counts, not tokens).
 SECRET_KEY = re.compile(r"(?:^|[._])(?:[A-Za-z]*_)?(?:token|secret|password|api_key)$", re.IGNORECASE)
-# key=value text (an override) for such a key.
+# key=value (an override) or key: value (YAML inside one) for such a key.
 _SECRET_ASSIGNMENT = re.compile(
-    r"(?P<name>(?<![\w.])[\w.]*?(?:token|secret|password|api_key)=['\"]?)[^\s'\"]+", re.IGNORECASE
+    r"(?P<name>(?<![\w.])[\w.]*?(?:token|secret|password|api_key)\s*(?:=|:\s)\s*['\"]?)[^\s'\",}]+",
+    re.IGNORECASE,
 )
 
 WHERE_CREDENTIALS_BELONG = (
@@ -36,6 +37,8 @@ def redact(text: str) -> str:
     'checkpoint.uri=s3://***@bucket/runs https://h/x?X-Amz-Signature=***&part=2'
     >>> redact("trainer.hub_token=hf_abc trainer.max_new_tokens=5 trainer.hub_token='hf_abc'")
     "trainer.hub_token=*** trainer.max_new_tokens=5 trainer.hub_token='***'"
+    >>> redact("trainer.model_init_kwargs={token: hf_abc, revision: main}")
+    'trainer.model_init_kwargs={token: ***, revision: main}'
     """
     text = _SECRET_ASSIGNMENT.sub(r"\g<name>***", text)
     return _QUERY_SECRET.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))

@@ -95,6 +95,12 @@ def say_deepspeed_build() -> None:
     """
     if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() != "true" or not first_process():
         return
+    import torch
+
+    # CPU Adam serves optimizer offload; on a CPU machine DeepSpeed builds its ops in any case.
+    offload = os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none") == "cpu"
+    if not offload and torch.cuda.is_available():
+        return
     from deepspeed.git_version_info import installed_ops
 
     cache = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ import yaml
 from callbacks.errors import CheckpointError
 from callbacks.settings import CheckpointSettings
 from common.errors import UserError
-from common.secrets import credential_problem, redact
+from common.secrets import SECRET_KEY, credential_problem, redact
 from common.suggestions import did_you_mean
 from recipes import schema
 from recipes.layers import (
@@ -81,7 +82,10 @@ def _credentials(config: dict, origins: dict, prefix: str = "") -> list[str]:
         if isinstance(value, (dict, list)):
             problems += _credentials(value, origins, f"{path}.")
         elif problem := credential_problem(path, value):
-            source = origins.get(path) or origins.get(path.split(".")[0].split("[")[0], "the recipe")
+            # The nearest key with a recorded origin: a mapping value (model_init_kwargs) records only its key.
+            keys = re.split(r"\.|\[", path)
+            where = (".".join(keys[:n]) for n in range(len(keys), 0, -1))
+            source = next((origins[k] for k in where if k in origins), "the recipe")
             problems.append(f"{problem} (set in {source})")
     return problems
 
@@ -143,6 +147,8 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             hint = _other_home(key, name) or did_you_mean(key, specs, prefix=name + ".")
             errors.append(f"Unknown key {name}.{key} in {where}.{hint}")
             continue
+        if SECRET_KEY.search(f"{name}.{key}") and value is not None:
+            continue  # refused by _credentials, without its value
         spec = specs[key]
         wrong_type = spec.types is not None and not schema.type_ok(value, spec.types)
         if wrong_type and not spec.choices:

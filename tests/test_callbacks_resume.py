@@ -248,6 +248,7 @@ def test_a_checkpoint_folder_the_run_did_not_write_is_moved_aside_never_deleted(
     [aside] = (out / SYNC_DIR / "quarantine").iterdir()
     assert aside.name.startswith("checkpoint-3-") and (aside / "notes.txt").read_text() == "my own notes"
     assert f"Moved local checkpoint-3 aside to {aside}" in caplog.text and "Deleting" not in caplog.text
+    assert f"{aside.parent} holds 1 folders (0.00 GB): delete them once looked at" in caplog.text
 
 
 def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_cleaned(

@@ -77,7 +77,7 @@ def test_a_store_or_adapter_uri_with_credentials_is_refused(tmp_path):
     assert SECRET not in result.stderr + result.stdout and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("how", ["override", "malformed override", "value", "file"])
+@pytest.mark.parametrize("how", ["override", "malformed override", "value", "number value", "file", "nested"])
 def test_a_token_in_a_credential_key_is_refused_and_never_echoed(how, tmp_path):
     """trainer.hub_token would be saved in recipe.yaml (and uploaded with every checkpoint): refused, redacted."""
     token = f"hf_{SECRET}"
@@ -85,8 +85,19 @@ def test_a_token_in_a_credential_key_is_refused_and_never_echoed(how, tmp_path):
         recipe = tmp_path / "mine.yaml"
         recipe.write_text(f"base: {REPO / 'recipes' / 'gsm8k_tiny.yaml'}\ntrainer: {{hub_token: {token}}}\n")
         call = {"name_or_path": str(recipe)}
-    elif how == "value":
-        call = {"name_or_path": "gsm8k_tiny", "values": {"trainer.hub_token": token}}
+    elif how == "nested":  # a mapping value records only its own key's origin: the file is still named
+        recipe = tmp_path / "mine.yaml"
+        recipe.write_text(f"base: gsm8k_tiny\ntrainer: {{model_init_kwargs: {{token: {token}}}}}\n")
+        with pytest.raises(RecipeError) as raised:
+            load_recipe(str(recipe))
+        assert SECRET not in str(raised.value)
+        assert "trainer.model_init_kwargs.token holds a credential" in str(raised.value)
+        assert f"(set in {recipe})" in str(raised.value)
+        return
+    elif how in ("value", "number value"):  # a wrong type is not echoed either
+        value = int(SECRET.encode().hex(), 16) % 10**12 if how == "number value" else token
+        token = str(value)
+        call = {"name_or_path": "gsm8k_tiny", "values": {"trainer.hub_token": value}}
     else:
         value = (
             f"[{token}" if how == "malformed override" else token
@@ -95,7 +106,7 @@ def test_a_token_in_a_credential_key_is_refused_and_never_echoed(how, tmp_path):
     with pytest.raises(RecipeError) as raised:
         load_recipe(**call)
     message = str(raised.value)
-    assert SECRET not in message
+    assert SECRET not in message and token not in message
     assert "trainer.hub_token holds a credential" in message and "set HF_TOKEN in the environment" in message
     assert (
         load_recipe("gsm8k_tiny", ["trainer.max_completion_length=40"]).config["trainer"]["hub_token"] is None

@@ -67,6 +67,13 @@ def test_a_first_deepspeed_run_says_its_ops_compile_and_a_built_machine_says_not
         caplog.text.count("DeepSpeed compiles its C++ ops") == 1
         and f"then cached in {tmp_path}" in caplog.text
     )
+    caplog.clear()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # a GPU run without optimizer offload
+    say_deepspeed_build()
+    assert caplog.text == ""  # builds nothing: no notice on every launch
+    monkeypatch.setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu")
+    say_deepspeed_build()
+    assert "DeepSpeed compiles its C++ ops" in caplog.text
     (tmp_path / "py311_cpu" / "cpu_adam").mkdir(parents=True)
     (tmp_path / "py311_cpu" / "cpu_adam" / "cpu_adam.so").write_bytes(b"built")
     caplog.clear()

@@ -27,12 +27,12 @@ def rows(data: dict, split: str):
 
     def convert(row, index):
         solution = row["answer"]
-        if isinstance(solution, str) and solution.strip() and gold_number(solution) is None:
+        if solution is not None and str(solution).strip() and gold_number(str(solution)) is None:
             raise DataError(
                 f"{row_place(source, split, index)}: the answer has no '#### <number>' final line, as GSM8K "
                 "solutions end; for files whose answer is the final answer alone, use data.task: jsonl."
             )
         gold = gold_number(checked_gold(solution, "answer", source, split, index))
-        return {"id": f"gsm8k-{split}-{index:05d}", "solution": solution, "gold": gold}
+        return {"id": f"gsm8k-{split}-{index:05d}", "solution": str(solution), "gold": gold}
 
     return raw.map(convert, with_indices=True, remove_columns=["answer"])

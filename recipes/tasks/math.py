@@ -122,6 +122,7 @@ def rows(data: dict, split: str):
         answer = row.get("answer")
         gold = str(answer).strip() if answer is not None and str(answer).strip() else None
         solution = row.get("solution") or ""
+        field = "answer" if gold else "solution"  # the field the gold came from, named in an error
         gold = gold or boxed_gold(solution)
         if gold is None:
             missing.append(row_id)
@@ -130,7 +131,7 @@ def rows(data: dict, split: str):
             level = parse_level(row.get("level"))
         except DataError as e:
             raise DataError(f"{row_place(source, split, index)}: {e}") from None
-        gold = checked_gold(gold, "answer", source, split, index)
+        gold = checked_gold(gold, field, source, split, index)
         out.append(
             {
                 "id": row_id,
