@@ -8,13 +8,10 @@ replaced whole. Every key is checked, and every error names where the bad value 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-import types
 import typing
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +32,13 @@ from recipes.layers import (
     parse_override,
     read_layers,
 )
-from recipes.renamed import RENAMED_TRAINER_KEYS, drop_written_old_names, fold_renamed
+from recipes.trainer_section import (
+    RENAMED_TRAINER_KEYS,
+    drop_written_old_names,
+    grpo_config_defaults,
+    trainer_defaults,
+    trainer_fields,
+)
 
 __all__ = [
     "Recipe",
@@ -90,33 +93,6 @@ def _credentials(config: dict, origins: dict, prefix: str = "") -> list[str]:
     return problems
 
 
-def _annotation_types(annotation) -> tuple | None:
-    """Base types a GRPOConfig field accepts, or None when the annotation is too exotic to check."""
-    if annotation is type(None):
-        return (None,)
-    if isinstance(annotation, type) and issubclass(annotation, Enum):
-        return (str,)
-    if isinstance(annotation, type):
-        return (annotation,)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        parts = [_annotation_types(a) for a in typing.get_args(annotation)]
-        return None if any(p is None for p in parts) else tuple(t for p in parts for t in p)
-    if origin in (dict, list, tuple):
-        return (origin if origin is not tuple else list,)
-    return None
-
-
-def trainer_fields() -> dict[str, tuple | None]:
-    """GRPOConfig's fields (not the old names of renamed ones) and the base types each accepts."""
-    from trl import GRPOConfig
-
-    fields = dataclasses.fields(GRPOConfig)
-    return {
-        f.name: _annotation_types(f.type) for f in fields if f.init and f.name not in RENAMED_TRAINER_KEYS
-    }
-
-
 def _other_home(key: str, besides: str | None = None) -> str:
     """' Did you mean SECTION.KEY?' when ``key`` is exactly a key of another section (a key written in the wrong
     section, or with no section at all), else ''."""
@@ -165,23 +141,6 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
     for key, spec in specs.items():
         if spec.default is schema.REQUIRED and key not in section:
             errors.append(f"Missing required key {name}.{key} in {origins.get(name, 'the recipe')}.")
-
-
-def grpo_config_defaults() -> dict[str, Any]:
-    """Every ``trl.GRPOConfig`` field with its default, old names of renamed fields too."""
-    from trl import GRPOConfig
-
-    return {
-        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        for f in dataclasses.fields(GRPOConfig)
-        if f.init
-    }
-
-
-def trainer_defaults() -> dict[str, Any]:
-    """What a recipe's ``trainer:`` section is resolved over: GRPOConfig's defaults, a renamed field's under its
-    new name (GRPOConfig turns activation checkpointing on through the old one)."""
-    return fold_renamed(grpo_config_defaults())
 
 
 def with_defaults(config: dict) -> dict:

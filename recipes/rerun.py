@@ -20,7 +20,7 @@ import yaml
 from callbacks.remote import is_training_state
 from common.secrets import SECRET_KEY
 from recipes.recipe import Recipe, RecipeError
-from recipes.renamed import fold_renamed
+from recipes.trainer_section import fold_renamed
 
 logger = logging.getLogger(__name__)
 # What a continued run may change: how long it trains (raise max_steps to extend a finished run; whether alarms or

@@ -1,7 +1,7 @@
 """What a recipe may contain: every section's keys, their types and defaults, with a line of help each.
 
-The `trainer:` section is not listed here: its keys are the fields of `trl.GRPOConfig`, checked against that
-dataclass so a new TRL release needs no change here.
+The `trainer:` section is not listed here: its keys are the fields of `trl.GRPOConfig` (recipes/trainer_section.py),
+checked against that dataclass so a new TRL release needs no change here.
 """
 
 from __future__ import annotations
