@@ -134,8 +134,17 @@ class HeldoutCallback(TrainerCallback):
             write_text_atomically(folder / HISTORY_NAME, json.dumps(history))
 
     def _reward_since(self, log_history: list[dict]) -> float | None:
+        """The mean training reward since the previous evaluation: the logged steps, and the steps not logged yet.
+
+        The Trainer logs a step after ``on_step_end``, so this step's reward is still in TRL's pending metrics
+        (averaged into the next log); without them, a run logging at its evaluation steps had no reward here, and
+        the reward-hacking alarm nothing to compare.
+        """
         previous = self.history["evaluations"][-1]["step"] if self.history["evaluations"] else 0
         rewards = [e["reward"] for e in log_history if "reward" in e and e.get("step", 0) > previous]
+        pending = getattr(self.trainer, "_metrics", {}).get("train", {}).get("reward", [])
+        if pending:
+            rewards.append(sum(pending) / len(pending))
         return sum(rewards) / len(rewards) if rewards else None
 
     def _log(self, entry: dict, control, main: bool) -> None:

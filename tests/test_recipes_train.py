@@ -244,3 +244,22 @@ def test_a_bad_data_file_is_refused_before_the_output_folder_is_made(tmp_path):
     with pytest.raises(DataError, match=r"train.jsonl line 2: 'answer': gold answer 'forty-two'"):
         train(recipe)
     assert not out.exists()
+
+
+def test_the_heldout_entry_carries_the_reward_of_the_step_it_evaluates(tmp_path):
+    """Logging at the evaluation steps: the Trainer logs after the held-out callback runs, so the entry read no
+    reward at all (and the reward-hacking alarm had nothing to compare)."""
+    from recipes.run import train
+
+    out = tmp_path / "run"
+    train(
+        load_recipe(
+            "gsm8k_tiny", [f"trainer.output_dir={out}", "trainer.max_steps=8", "trainer.logging_steps=4"]
+        )
+    )
+    logged = {e["step"]: e["reward"] for e in state(out)["log_history"] if "reward" in e}
+    entries = json.loads((out / "heldout" / "history.json").read_text())["evaluations"]
+    assert [(e["step"], e["reward"]) for e in entries] == [
+        (4, pytest.approx(logged[4])),
+        (8, pytest.approx(logged[8])),
+    ]
