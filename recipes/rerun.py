@@ -107,6 +107,52 @@ def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
     return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None
 
 
+def refuse_restart_over_final_adapter(recipe: Recipe, resume_from: str | None) -> None:
+    """Refuse to start at step 0 in an output folder that holds a final adapter, unless ``checkpoint.overwrite``.
+
+    A run none of whose checkpoints can be resumed (moved aside as unusable: a two-machine run without a store
+    keeps half of each checkpoint on each machine) would otherwise train again and write over that adapter.
+
+    Raises:
+        RecipeError: The folder holds a final adapter and there is nothing to resume.
+    """
+    output_dir = Path(recipe.config["trainer"]["output_dir"])
+    if resume_from or recipe.config["checkpoint"]["overwrite"]:
+        return
+    if (output_dir / "adapter_model.safetensors").is_file():
+        raise RecipeError(
+            f"{output_dir} holds a final adapter, and no checkpoint of its run can be resumed (see the lines above): "
+            "this launch would start again at step 0 and write over it. Choose a new trainer.output_dir, or set "
+            "checkpoint.overwrite=true to train again from the start in this folder."
+        )
+
+
+def check_process_count(resume_from: str | None) -> None:
+    """A resume with another number of processes than the checkpoint's: refused under DeepSpeed, whose optimizer
+    shards are per rank (it would fail after the model loads); said otherwise, since the batch per step changes.
+
+    Raises:
+        RecipeError: DeepSpeed, and the checkpoint was written by a different number of processes.
+    """
+    from callbacks.manifest import read_local_manifest
+
+    manifest = read_local_manifest(Path(resume_from))[0] if resume_from else None
+    then, now = (manifest or {}).get("world_size"), int(os.environ.get("WORLD_SIZE", "1"))
+    if then is None or then == now:
+        return
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+        raise RecipeError(
+            f"{resume_from} was written by {then} processes and this launch has {now}: DeepSpeed keeps the optimizer "
+            f"in one shard per process and cannot resume it on {now}. Launch with --num_processes {then} (as the "
+            "run was), or start a new run in another trainer.output_dir."
+        )
+    logger.warning(
+        "Resuming %s, written by %d processes, with %d: each step now takes %s as many completions (the batch is "
+        "per process). Launch with --num_processes %d to continue the run as it was.",
+        resume_from, then, now, f"{now}/{then}", then,
+    )  # fmt: skip
+
+
 def stopped_early(checkpoint: Path) -> str | None:
     """Why the run ended at this checkpoint before trainer.max_steps (an alarm or a plateau), if it did."""
     from callbacks.heldout_history import HISTORY_NAME, read_history

@@ -117,7 +117,13 @@ def train(recipe) -> Path:
     from recipes.launcher import check_engine, reconcile_precision, say_deepspeed_build
     from recipes.model import load_config, load_tokenizer
     from recipes.model_card import model_card
-    from recipes.rerun import finished_step, keep_final_adapter, stopped_early
+    from recipes.rerun import (
+        check_process_count,
+        finished_step,
+        keep_final_adapter,
+        refuse_restart_over_final_adapter,
+        stopped_early,
+    )
 
     check_engine(torch.cuda.is_available())
     say_deepspeed_build()
@@ -146,6 +152,8 @@ def train(recipe) -> Path:
         **recipe.config["checkpoint"],
     )
     try:
+        refuse_restart_over_final_adapter(recipe, plan.resume_from)
+        check_process_count(plan.resume_from)
         finished = finished_step(recipe, plan.resume_from)
         if finished is None:
             if state.is_main_process:

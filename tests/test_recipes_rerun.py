@@ -155,3 +155,30 @@ def test_a_changed_recipe_resumed_from_a_store_names_the_store(tmp_path):
         match=r"^s3://b/runs/x holds a run made with a different recipe \(trainer.learning_rate: 0.5",
     ):
         finished_step(recipe, str(checkpoint))
+
+
+def test_a_resume_with_another_number_of_processes_is_said_or_under_deepspeed_refused(
+    tmp_path, monkeypatch, caplog
+):
+    """DeepSpeed cannot load 2 ranks' optimizer shards in 1 process (a traceback after the model loaded); DDP can,
+    but each step then takes half the completions."""
+    from _callbacks_helpers import make_checkpoint
+
+    from callbacks.manifest import seal_checkpoint
+    from recipes.rerun import check_process_count
+
+    folder = make_checkpoint(tmp_path, 4, world_size=2)
+    seal_checkpoint(folder, step=4, recipe_name="gsm8k_tiny", run_id="r1", world_size=2)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(
+        RecipeError, match=r"written by 2 processes and this launch has 1: DeepSpeed .* --num_processes 2"
+    ):
+        check_process_count(str(folder))
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "false")
+    check_process_count(str(folder))
+    assert "written by 2 processes, with 1: each step now takes 1/2 as many completions" in caplog.text
+    caplog.clear()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    check_process_count(str(folder))
+    assert caplog.text == ""

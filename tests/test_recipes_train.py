@@ -171,7 +171,7 @@ def test_a_refused_second_run_leaves_the_first_runs_folder_alone(tmp_path):
 def test_a_run_stopped_for_a_failed_upload_fails_even_when_the_store_recovers(tmp_path, monkeypatch, caplog):
     """require_upload: checkpoint-2's upload fails once, checkpoint-4's succeeds; the run stopped at 4 of 6 must
     not end as a success."""
-    import callbacks.checkpoint_sync as sync
+    import callbacks.sync_callback as sync
     from callbacks.errors import CheckpointError
     from recipes.run import train
 
@@ -200,7 +200,7 @@ def test_a_run_stopped_for_a_failed_upload_fails_even_when_the_store_recovers(tm
 
 @pytest.mark.parametrize("required", [False, True])
 def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monkeypatch, caplog, required):
-    import callbacks.checkpoint_sync as sync
+    import callbacks.sync_callback as sync
     from callbacks.errors import CheckpointError
     from recipes.run import train
 
@@ -263,3 +263,21 @@ def test_the_heldout_entry_carries_the_reward_of_the_step_it_evaluates(tmp_path)
         (4, pytest.approx(logged[4])),
         (8, pytest.approx(logged[8])),
     ]
+
+
+def test_a_final_adapter_with_nothing_to_resume_is_not_trained_over(tmp_path, caplog):
+    """A two-machine run without a store keeps half of each checkpoint on each machine: relaunched, its checkpoints
+    were moved aside and it trained again from step 0, over its final adapter."""
+    from recipes.recipe import RecipeError
+    from recipes.run import train
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "adapter_model.safetensors").write_bytes(b"the finished run's adapter")
+    (out / "checkpoint-4").mkdir()  # half a checkpoint: unusable, moved aside
+    with pytest.raises(
+        RecipeError, match=r"holds a final adapter, and no checkpoint of its run can be resumed"
+    ):
+        train(load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}"]))
+    assert (out / "adapter_model.safetensors").read_bytes() == b"the finished run's adapter"
+    assert not (out / "recipe.yaml").exists() and "Moved local checkpoint-4 aside" in caplog.text
