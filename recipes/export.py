@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -19,6 +20,9 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
 from common.errors import UserError, exit_status
+from common.logs import log_to_stderr
+
+logger = logging.getLogger("recipes.export")
 
 
 class ExportError(UserError):
@@ -55,6 +59,10 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
             f"--out {out} already exists; export writes a new folder, never into an existing one."
         )
     folder = fetch_checkpoint(str(adapter), endpoint_url=endpoint_url)
+    # A run prefix or best pointer resolves to one checkpoint: say which (a run without a final adapter gives
+    # its newest checkpoint).
+    source = f"`{adapter}`" if Path(folder) == Path(adapter) else f"`{folder}` (from `{adapter}`)"
+    logger.info("Merging the adapter in %s", source.replace("`", ""))
     if not (folder / "adapter_config.json").is_file():
         raise ExportError(f"{folder} holds no LoRA adapter (no adapter_config.json); nothing to merge.")
     model_section = {**base_model_section(folder), "quantization": "none", "attn_implementation": "sdpa"}
@@ -69,7 +77,7 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
         merged.save_pretrained(tmp)
         load_tokenizer(model_section).save_pretrained(tmp)
         (tmp / "README.md").write_text(
-            f"# {out.name}\n\nThe LoRA adapter at `{adapter}` merged into `{model_section['name_or_path']}` by "
+            f"# {out.name}\n\nThe LoRA adapter at {source} merged into `{model_section['name_or_path']}` by "
             f"grpo-recipes (`python recipes/export.py`). Loads with `AutoModelForCausalLM.from_pretrained`, no "
             "peft needed.\n",
             encoding="utf-8",
@@ -84,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="new folder for the merged model")
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint for s3:// URIs (MinIO, R2)")
     args = parser.parse_args(argv)
+    log_to_stderr()
 
     def run() -> None:
         path = export(args.adapter, args.out, endpoint_url=args.endpoint_url)

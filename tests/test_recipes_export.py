@@ -67,3 +67,19 @@ def test_export_never_writes_into_an_existing_folder_or_from_a_folder_without_ad
     )  # fmt: skip
     assert result.returncode == 2 and "is not a folder" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_export_of_a_run_without_a_final_adapter_says_which_checkpoint_it_merged(adapter, tmp_path, caplog):
+    """An interrupted run's folder resolves to its newest checkpoint: the log and the model card name it."""
+    import logging
+    import shutil
+
+    from callbacks.manifest import seal_checkpoint
+
+    run = tmp_path / "interrupted"
+    checkpoint = shutil.copytree(adapter, run / "checkpoint-2")
+    seal_checkpoint(checkpoint, step=2, recipe_name="gsm8k_tiny", run_id="r1", world_size=1)
+    caplog.set_level(logging.INFO, logger="recipes.export")
+    out = export(run, tmp_path / "merged")
+    assert f"Merging the adapter in {checkpoint} (from {run})" in caplog.text
+    assert f"The LoRA adapter at `{checkpoint}` (from `{run}`) merged into" in (out / "README.md").read_text()
