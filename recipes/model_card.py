@@ -25,8 +25,43 @@ def final_metrics(log_history: list[dict]) -> tuple[int | None, dict]:
     return None, {}
 
 
-def model_card(recipe, log_history: list[dict], output_dir: str) -> str:
-    """The README.md of a trained adapter (Hugging Face model card front matter, then Markdown)."""
+def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
+    """The held-out results of a run (callbacks/heldout.py's history): last and best accuracy, why it stopped
+    early, and where the best checkpoint is when it is not this adapter (the last evaluation is the final step's:
+    the held-out callback evaluates at the end)."""
+    from common.ranking import best_by_accuracy
+
+    evaluations = (history or {}).get("evaluations") or []
+    if not evaluations:
+        return []
+    last = evaluations[-1]
+    best = best_by_accuracy(evaluations, lambda e: (e["accuracy"], e["step"]))
+    lines = [
+        (
+            f"Held-out accuracy ({last['questions']} questions x {last['samples']} samples, never trained on): "
+            f"{last['accuracy']:.1%} at step {last['step']}; best {best['accuracy']:.1%} at step {best['step']}."
+        ),
+        "",
+    ]
+    if (history or {}).get("stopped"):
+        stopped = history["stopped"]
+        lines += [f"The run ended early at step {stopped['step']}: {stopped['reason']}.", ""]
+    if best["step"] != last["step"]:
+        lines += [
+            (
+                f"This adapter is the final one (step {last['step']}), not the best: `{output_dir}/best` names the "
+                "best saved checkpoint; evaluate or export that one for the best held-out accuracy."
+            ),
+            "",
+        ]
+    return lines
+
+
+def model_card(recipe, log_history: list[dict], output_dir: str, history: dict | None = None) -> str:
+    """The README.md of a trained adapter (Hugging Face model card front matter, then Markdown).
+
+    ``history``: the run's held-out history, when it evaluated held-out accuracy.
+    """
     model, data, trainer = recipe.config["model"], recipe.config["data"], recipe.config["trainer"]
     step, metrics = final_metrics(log_history)
     rewards = ", ".join(spec.get("name") or spec.get("path") for spec in recipe.config["rewards"])
@@ -58,6 +93,7 @@ def model_card(recipe, log_history: list[dict], output_dir: str) -> str:
         lines += [f"Final training metrics (step {step}):", ""]
         lines += [f"- {METRICS[key]}: {value:.4g}" for key, value in metrics.items()]
         lines.append("")
+    lines += heldout_lines(history, output_dir)
     lines += [
         "## Use",
         "",

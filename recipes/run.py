@@ -183,7 +183,8 @@ def train(recipe) -> Path:
             if state.is_main_process:
                 if problems := saved_adapter_problems(output_dir, trainer.model):
                     raise RuntimeError("The final adapter was not saved in full: " + "; ".join(problems))
-                card = model_card(recipe, trainer.state.log_history, str(output_dir))
+                history = heldout.history if heldout else None
+                card = model_card(recipe, trainer.state.log_history, str(output_dir), history)
                 write_text_atomically(output_dir / "README.md", card)
                 logger.info("Final adapter saved to %s", output_dir)
             plan.finish_uploads()  # after the local save: a failing store never costs the adapter

@@ -45,6 +45,25 @@ def test_the_model_card_names_the_base_recipe_data_and_final_metrics(finished):
     assert "source `samples/gsm8k_train_sample.jsonl`, split `train`" in card
     assert "- Training: 4 of 4 steps" in card and "Final training metrics (step 4):" in card
     assert "mean correctness reward:" in card and f"python recipes/export.py {finished}" in card
+    assert "Held-out accuracy (4 questions x 2 samples, never trained on): " in card
+
+
+def test_the_model_card_says_when_the_run_stopped_early_and_the_adapter_is_not_the_best():
+    from recipes.model_card import heldout_lines
+
+    entry = {"questions": 50, "samples": 4}
+    history = {
+        "evaluations": [{**entry, "step": 20, "accuracy": 0.3}, {**entry, "step": 40, "accuracy": 0.25}],
+        "stopped": {"step": 40, "reason": "no new best in 1 evaluations"},
+    }
+    text = "\n".join(heldout_lines(history, "outputs/run"))
+    assert (
+        "Held-out accuracy (50 questions x 4 samples, never trained on): 25.0% at step 40; best 30.0% at step 20."
+        in text
+    )
+    assert "The run ended early at step 40: no new best in 1 evaluations." in text
+    assert "This adapter is the final one (step 40), not the best: `outputs/run/best` names the best" in text
+    assert heldout_lines(None, "outputs/run") == []
 
 
 def test_every_saved_checkpoint_is_sealed_with_a_manifest_that_verifies(finished):
