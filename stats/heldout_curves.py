@@ -11,20 +11,26 @@ NOT_LOGGED = "held-out accuracy\nnot logged (recipe section heldout)"
 _ACCURACY, _REWARD, _ALARM = "tab:green", "tab:blue", "red"
 
 
+# A label along a vertical line fits the panel's height; the full reason is in the run's log and history.json.
+_MARK_CHARS = 40
+
+
 def _mark_step(ax, step: int, text: str) -> None:
-    """A dashed red vertical line with its label written along it."""
+    """A dashed red vertical line with its label written along it, cut to fit inside the panel."""
     ax.axvline(step, color=_ALARM, linestyle="--", linewidth=1)
-    ax.text(
+    label = ax.text(
         step,
         0.98,
-        f" {text}",
+        f" {text if len(text) <= _MARK_CHARS else text[: _MARK_CHARS - 3] + '...'}",
         transform=ax.get_xaxis_transform(),
         color=_ALARM,
         rotation=90,
         ha="right",
         va="top",
         fontsize=7,
+        clip_on=True,
     )
+    label.set_in_layout(False)  # a long label must not squeeze the other panels
 
 
 def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -> list[str]:
@@ -78,6 +84,8 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
         _mark_step(ax, alarm.steps[1], f"alarm: {alarm.kind}")
     if heldout.stopped:
         _mark_step(ax, heldout.stopped[0], f"stopped: {heldout.stopped[1]}")
+    low, high = ax.get_ylim()  # an accuracy is never below 0% or above 100%, whatever the margins say
+    ax.set_ylim(max(low, 0.0), min(high, 1.0))
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     ax.set_ylabel("held-out accuracy", color=_ACCURACY)
     if reward:

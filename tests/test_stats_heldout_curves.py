@@ -121,6 +121,24 @@ def test_panel_shows_accuracy_interval_reward_best_and_alarm(run_dir):
     assert len(twin.lines[0].get_xdata()) == 9  # every logged reward but step 2's NaN
 
 
+def test_a_long_stop_reason_is_cut_to_fit_and_accuracy_stays_within_0_to_100(run_dir):
+    """Accuracy 0% drew an axis down to -4%; a patience stop's reason overflowed its panel and squeezed the row."""
+    reason = "no new best held-out accuracy in 3 evaluations (patience 3): best 0.0% at step 4"
+    write_json(
+        run_dir / "heldout" / "history.json",
+        history([evaluation(4, 0.0), evaluation(8, 0.0)], stopped={"step": 8, "reason": reason}),
+    )
+    source, state = load_trainer_state(run_dir)
+    fig, _ = draw_curves(
+        state["log_history"], [10], "run", load_heldout(run_dir, state["log_history"], str(source))
+    )
+    panel = next(ax for ax in fig.axes if ax.get_title() == "Held-out accuracy")
+    (stop,) = [t for t in panel.texts if "stopped" in t.get_text()]
+    assert len(stop.get_text()) <= 41 and stop.get_text().endswith("...") and not stop.get_in_layout()
+    low, high = panel.get_ylim()
+    assert low >= 0 and high <= 1
+
+
 def test_without_a_history_file_the_logged_metrics_are_used(capsys, tmp_path):
     path = write_trainer_state(tmp_path / "trainer_state.json", list(range(1, 11)))
     state = json.loads(path.read_text())
