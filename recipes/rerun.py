@@ -19,6 +19,7 @@ import yaml
 
 from callbacks.remote import is_training_state
 from common.secrets import SECRET_KEY
+from recipes.launcher import first_process
 from recipes.recipe import Recipe, RecipeError
 from recipes.trainer_section import fold_renamed
 
@@ -107,24 +108,24 @@ def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
     return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None
 
 
-def refuse_restart_over_final_adapter(recipe: Recipe, resume_from: str | None) -> None:
-    """Refuse to start at step 0 in an output folder that holds a final adapter, unless ``checkpoint.overwrite``.
+def restart_over_final_adapter(recipe: Recipe, resume_from: str | None) -> str | None:
+    """Why a launch may not start at step 0 here: the output folder holds a final adapter (and no
+    ``checkpoint.overwrite``); None when it may.
 
     A run none of whose checkpoints can be resumed (moved aside as unusable: a two-machine run without a store
-    keeps half of each checkpoint on each machine) would otherwise train again and write over that adapter.
-
-    Raises:
-        RecipeError: The folder holds a final adapter and there is nothing to resume.
+    keeps half of each checkpoint on each machine) would otherwise train again and write over that adapter. Only
+    the main process's folder holds the final adapter: the caller shares its answer with every process.
     """
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     if resume_from or recipe.config["checkpoint"]["overwrite"]:
-        return
-    if (output_dir / "adapter_model.safetensors").is_file():
-        raise RecipeError(
-            f"{output_dir} holds a final adapter, and no checkpoint of its run can be resumed (see the lines above): "
-            "this launch would start again at step 0 and write over it. Choose a new trainer.output_dir, or set "
-            "checkpoint.overwrite=true to train again from the start in this folder."
-        )
+        return None
+    if not (output_dir / "adapter_model.safetensors").is_file():
+        return None
+    return (
+        f"{output_dir} holds a final adapter, and no checkpoint of its run can be resumed (see the lines above): "
+        "this launch would start again at step 0 and write over it. Choose a new trainer.output_dir, or set "
+        "checkpoint.overwrite=true to train again from the start in this folder."
+    )
 
 
 def check_process_count(resume_from: str | None) -> None:
@@ -146,6 +147,8 @@ def check_process_count(resume_from: str | None) -> None:
             f"in one shard per process and cannot resume it on {now}. Launch with --num_processes {then} (as the "
             "run was), or start a new run in another trainer.output_dir."
         )
+    if not first_process():  # said once per run
+        return
     logger.warning(
         "Resuming %s, written by %d processes, with %d: each step now takes %s as many completions (the batch is "
         "per process). Launch with --num_processes %d to continue the run as it was.",

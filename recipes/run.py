@@ -24,7 +24,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from common.errors import exit_status
 from common.logs import log_to_stderr
-from recipes.recipe import available, load_recipe
+from recipes.recipe import RecipeError, available, load_recipe
 
 logger = logging.getLogger("recipes.run")
 
@@ -110,6 +110,7 @@ def train(recipe) -> Path:
     from callbacks import build_callbacks
     from callbacks.checkpoint_sync import prepare_checkpointing
     from callbacks.saved_adapter import saved_adapter_problems
+    from callbacks.sync_callback import broadcast_from_main
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment, check_machine, check_vllm_share
     from recipes.data import load_split
@@ -121,7 +122,7 @@ def train(recipe) -> Path:
         check_process_count,
         finished_step,
         keep_final_adapter,
-        refuse_restart_over_final_adapter,
+        restart_over_final_adapter,
         stopped_early,
     )
 
@@ -152,7 +153,11 @@ def train(recipe) -> Path:
         **recipe.config["checkpoint"],
     )
     try:
-        refuse_restart_over_final_adapter(recipe, plan.resume_from)
+        refusal = restart_over_final_adapter(recipe, plan.resume_from)
+        if state.num_processes > 1:  # the main process's folder decides for all (only it holds the adapter)
+            refusal = broadcast_from_main(refusal)
+        if refusal:
+            raise RecipeError(refusal)
         check_process_count(plan.resume_from)
         finished = finished_step(recipe, plan.resume_from)
         if finished is None:
