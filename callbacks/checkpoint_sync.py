@@ -31,7 +31,8 @@ from callbacks.resume import SYNC_DIR, Resolver
 from callbacks.seal import SealCallback, partial_state
 from callbacks.settings import CheckpointSettings
 from callbacks.stores import open_store
-from callbacks.sync_callback import CheckpointSyncCallback, broadcast_from_main
+from callbacks.sync_callback import CheckpointSyncCallback
+from common.processes import broadcast_from_main
 
 __all__ = [
     "CheckpointError",

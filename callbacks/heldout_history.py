@@ -16,7 +16,7 @@ HISTORY_NAME = "heldout.json"  # inside each checkpoint-N folder
 
 def empty_history() -> dict:
     """The history of a run that has not evaluated yet."""
-    return {"format": FORMAT, "evaluations": [], "alarms": [], "stopped": None}
+    return {"format": FORMAT, "evaluations": [], "alarms": [], "stopped": None, "resumed_stops": []}
 
 
 def read_history(path: Path) -> dict | None:
@@ -37,7 +37,15 @@ def read_history(path: Path) -> dict | None:
             f'{path} is not a held-out history of format {FORMAT} ({{"format": 1, "evaluations": [{{"step": N, '
             "...}], ...}); it was not written by the held-out evaluation (recipe section heldout)."
         )
-    return {"alarms": [], "stopped": None, **history}
+    return {"alarms": [], "stopped": None, "resumed_stops": [], **history}
+
+
+def resume_past_stop(history: dict) -> dict:
+    """The history a launch resuming a stopped run goes on with: resuming is a deliberate choice to go on, so the
+    stop is no longer in force, but it stays on record in ``resumed_stops`` (for the model card and the curves)."""
+    if not history["stopped"]:
+        return history
+    return {**history, "stopped": None, "resumed_stops": [*history["resumed_stops"], history["stopped"]]}
 
 
 def history_until(history: dict, step: int) -> dict:
@@ -47,4 +55,5 @@ def history_until(history: dict, step: int) -> dict:
         "evaluations": [e for e in history["evaluations"] if e["step"] <= step],
         "alarms": [a for a in history["alarms"] if a["steps"][1] <= step],
         "stopped": history["stopped"] if history["stopped"] and history["stopped"]["step"] <= step else None,
+        "resumed_stops": [s for s in history["resumed_stops"] if s["step"] <= step],
     }

@@ -18,6 +18,7 @@ from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.seal import partial_state
 from callbacks.stores import Store
 from callbacks.uploader import BackgroundUploader, UploadJob
+from common.processes import broadcast_from_main
 
 logger = logging.getLogger("callbacks.checkpoint_sync")
 
@@ -148,12 +149,3 @@ class CheckpointSyncCallback(TrainerCallback):
             f"there is {safe}. The newer ones exist only under the local output_dir: copy them before this "
             "machine goes away, or rerun with checkpoint.resume=latest on this machine to upload them first."
         )
-
-
-def broadcast_from_main(value):
-    """``value`` from the main process, on every process."""
-    from accelerate.utils import broadcast_object_list
-
-    box = [value]
-    broadcast_object_list(box, from_process=0)
-    return box[0]

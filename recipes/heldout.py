@@ -11,7 +11,7 @@ from pathlib import Path
 
 from callbacks.alarms import AlarmSettings
 from callbacks.heldout import HeldoutCallback
-from callbacks.heldout_history import HISTORY_NAME, read_history
+from callbacks.heldout_history import HISTORY_NAME, read_history, resume_past_stop
 from recipes.evaluation.generation import decoding_for
 from recipes.evaluation.live import HeldoutPlan
 from recipes.evaluation.records import format_style, record_settings
@@ -55,8 +55,6 @@ def heldout_callback(
         return None
     # The checkpoint's own copy: the evaluations up to its step, whatever a crashed later launch wrote.
     history = read_history(Path(resume_from) / HISTORY_NAME) if resume_from else None
-    if history:
-        history["stopped"] = None  # resuming a stopped run is a deliberate choice to go on
     return HeldoutCallback(
         questions,
         recipe.config["trainer"]["output_dir"],
@@ -69,5 +67,5 @@ def heldout_callback(
         ),
         stop_on_alarm=heldout["stop_on_alarm"],
         patience=heldout["patience"],
-        history=history,
+        history=resume_past_stop(history) if history else None,
     )

@@ -62,6 +62,28 @@ def sharding_engine(trainer: dict) -> str | None:
     return "DeepSpeed ZeRO-3" if os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") == "3" else None
 
 
+def check_local_processes(gpus: int, cpus: int) -> None:
+    """Refuse more processes on this machine than it has GPUs (each would fail to find its own card deep in
+    CUDA); say it when a CPU launch starts more processes than the machine has cores (it runs, but slowly).
+
+    Raises:
+        RecipeError: a GPU machine, and the launcher started more processes here than it has GPUs.
+    """
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    if gpus and local > gpus:
+        raise RecipeError(
+            f"This launch starts {local} processes on this machine, which has {gpus} GPU{'s' * (gpus > 1)}: one "
+            f"process per GPU. Launch with --num_processes {gpus} (it overrides the accelerate config's "
+            "num_processes), or set CUDA_VISIBLE_DEVICES to the GPUs you mean."
+        )
+    if not gpus and local > cpus and first_process():
+        logger.warning(
+            "This launch starts %d CPU processes on a machine with %d cores: they share the cores, so each step "
+            "is slower than with --num_processes %d.",
+            local, cpus, cpus,
+        )  # fmt: skip
+
+
 def check_engine(cuda_available: bool) -> None:
     """Refuse an FSDP launch that could not save an adapter, or that would silently train as DDP.
 

@@ -43,7 +43,12 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
         ),
         "",
     ]
-    if (history or {}).get("stopped"):
+    for stop in history.get("resumed_stops") or []:
+        lines += [
+            f"The run was stopped at step {stop['step']} ({stop['reason']}) and then resumed past it.",
+            "",
+        ]
+    if history.get("stopped"):
         stopped = history["stopped"]
         lines += [f"The run ended early at step {stopped['step']}: {stopped['reason']}.", ""]
     if best["step"] != last["step"]:

@@ -110,12 +110,12 @@ def train(recipe) -> Path:
     from callbacks import build_callbacks
     from callbacks.checkpoint_sync import prepare_checkpointing
     from callbacks.saved_adapter import saved_adapter_problems
-    from callbacks.sync_callback import broadcast_from_main
+    from common.processes import broadcast_from_main
     from recipes.atomic import write_text_atomically
     from recipes.checks import check_environment, check_machine, check_vllm_share
     from recipes.data import load_split
     from recipes.heldout import heldout_callback, heldout_plan
-    from recipes.launcher import check_engine, reconcile_precision, say_deepspeed_build
+    from recipes.launcher import check_engine, check_local_processes, reconcile_precision, say_deepspeed_build
     from recipes.model import load_config, load_tokenizer
     from recipes.model_card import model_card
     from recipes.rerun import (
@@ -126,6 +126,7 @@ def train(recipe) -> Path:
         stopped_early,
     )
 
+    check_local_processes(torch.cuda.device_count(), os.cpu_count() or 1)
     check_engine(torch.cuda.is_available())
     say_deepspeed_build()
     reconcile_precision(recipe)  # before accelerate's state or the GRPOConfig reads the launcher's precision

@@ -82,6 +82,8 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
     )
     for alarm in heldout.alarms:
         _mark_step(ax, alarm.steps[1], f"alarm: {alarm.kind}")
+    for step, reason in heldout.resumed_stops:
+        _mark_step(ax, step, f"stopped, resumed: {reason}")
     if heldout.stopped:
         _mark_step(ax, heldout.stopped[0], f"stopped: {heldout.stopped[1]}")
     low, high = ax.get_ylim()  # an accuracy is never below 0% or above 100%, whatever the margins say

@@ -2,7 +2,7 @@
 
 The held-out callback writes ``OUTPUT_DIR/heldout/history.json`` after every evaluation and a copy holding the
 evaluations up to step N into each ``checkpoint-N/heldout.json`` (format 1: ``evaluations``, ``alarms``,
-``stopped``). The most advanced of these files is read; without any, the ``heldout/*`` metrics the callback
+``stopped``, ``resumed_stops``). The most advanced of these files is read; without any, the ``heldout/*`` metrics the callback
 logged into the trainer's ``log_history`` are used (no alarms or stop then).
 """
 
@@ -53,6 +53,7 @@ class HeldoutHistory:
     evaluations: tuple[Evaluation, ...]
     alarms: tuple[Alarm, ...] = ()
     stopped: tuple[int, str] | None = None
+    resumed_stops: tuple[tuple[int, str], ...] = ()  # stops a later launch resumed past
 
 
 def _number(value, path: Path, where: str, optional: bool = True) -> float | None:
@@ -91,6 +92,12 @@ def _alarm(entry, path: Path, i: int) -> Alarm:
     )
 
 
+def _stop(entry, path: Path, where: str, expected: str = "") -> tuple[int, str]:
+    if not (isinstance(entry, dict) and isinstance(entry.get("reason"), str)):
+        raise InputError(f'{path}: \'{where}\' must be {expected}{{"step": N, "reason": "..."}}. {_FIX}')
+    return _step(entry.get("step"), path, f"{where}.step"), entry["reason"]
+
+
 def read_heldout_history(path: str | Path) -> HeldoutHistory:
     """Read and check one held-out history file (``heldout/history.json`` or ``checkpoint-N/heldout.json``).
 
@@ -114,16 +121,18 @@ def read_heldout_history(path: str | Path) -> HeldoutHistory:
     evaluations, alarms, stopped = data.get("evaluations"), data.get("alarms", []), data.get("stopped")
     if not isinstance(evaluations, list) or not isinstance(alarms, list):
         raise InputError(f"{path}: 'evaluations' and 'alarms' must be lists. {_FIX}")
-    if stopped is not None and not (isinstance(stopped, dict) and isinstance(stopped.get("reason"), str)):
-        raise InputError(f'{path}: \'stopped\' must be null or {{"step": N, "reason": "..."}}. {_FIX}')
-    if stopped is not None:
-        stopped = (_step(stopped.get("step"), path, "stopped.step"), stopped["reason"])
+    resumed = data.get("resumed_stops", [])
+    if not isinstance(resumed, list):
+        raise InputError(f"{path}: 'resumed_stops' must be a list. {_FIX}")
+    stopped = None if stopped is None else _stop(stopped, path, "stopped", "null or ")
+    resumed = tuple(_stop(stop, path, f"resumed_stops[{i}]") for i, stop in enumerate(resumed))
     checked = [_evaluation(entry, path, i) for i, entry in enumerate(evaluations)]
     return HeldoutHistory(
         source=str(path),
         evaluations=tuple(sorted(checked, key=lambda e: e.step)),
         alarms=tuple(_alarm(entry, path, i) for i, entry in enumerate(alarms)),
         stopped=stopped,
+        resumed_stops=resumed,
     )
 
 
@@ -199,6 +208,9 @@ def heldout_table(heldout: HeldoutHistory | None) -> str:
     best = best_evaluation(heldout.evaluations)
     lines.append(f"best: step {best.step}, accuracy {_percent(best.accuracy)}")
     lines += [f"alarm {a.kind} at step {a.steps[1]}: {a.message}" for a in heldout.alarms]
+    lines += [
+        f"stopped at step {step}, then resumed past it: {reason}" for step, reason in heldout.resumed_stops
+    ]
     if heldout.stopped:
         lines.append(f"stopped at step {heldout.stopped[0]}: {heldout.stopped[1]}")
     return "\n".join(lines)

@@ -10,7 +10,7 @@ from callbacks.errors import CheckpointError
 from callbacks.heldout import summarize
 from callbacks.heldout_history import empty_history, history_until, read_history
 from recipes.evaluation.live import share
-from recipes.heldout import heldout_plan
+from recipes.heldout import heldout_callback, heldout_plan
 from recipes.recipe import RecipeError, load_recipe
 from recipes.tasks.sources import DataError
 
@@ -44,6 +44,30 @@ def test_a_resumed_history_forgets_what_came_after_its_checkpoint():
     assert [e["step"] for e in cut["evaluations"]] == [10, 20]
     assert cut["alarms"] == [] and cut["stopped"] is None
     assert history_until(history, 30) == history
+
+
+def test_resuming_past_a_stop_keeps_the_stop_on_record(tmp_path):
+    from recipes.model_card import heldout_lines
+    from stats.heldout_history import heldout_table, read_heldout_history
+
+    history = empty_history()
+    history["evaluations"] = [{"step": s, "accuracy": 0.1, "questions": 50, "samples": 4} for s in (10, 20)]
+    history["stopped"] = {"step": 20, "reason": "heldout/accuracy plateaued"}
+    checkpoint = tmp_path / "checkpoint-20"
+    checkpoint.mkdir()
+    (checkpoint / "heldout.json").write_text(json.dumps(history))
+    recipe = load_recipe("arith_tiny", ["heldout.enabled=true", f"trainer.output_dir={tmp_path}"])
+    resumed = heldout_callback(recipe, None, str(checkpoint)).history
+    # The stop no longer holds (a new alarm may stop the run again), but it is not forgotten.
+    assert resumed["stopped"] is None and resumed["resumed_stops"] == [history["stopped"]]
+    assert history_until(resumed, 10)["resumed_stops"] == []
+    text = "\n".join(heldout_lines(resumed, str(tmp_path)))
+    assert "The run was stopped at step 20 (heldout/accuracy plateaued) and then resumed past it." in text
+    assert "ended early" not in text
+    (tmp_path / "history.json").write_text(json.dumps(resumed))
+    read = read_heldout_history(tmp_path / "history.json")
+    assert read.stopped is None and read.resumed_stops == ((20, "heldout/accuracy plateaued"),)
+    assert "stopped at step 20, then resumed past it: heldout/accuracy plateaued" in heldout_table(read)
 
 
 def test_a_history_file_that_is_not_one_is_refused_naming_it(tmp_path):

@@ -15,7 +15,7 @@ from peft import LoraConfig, get_peft_model
 from safetensors.torch import load_file, save_file
 
 from callbacks.saved_adapter import saved_adapter_problems, trained_lora_shapes
-from recipes.launcher import check_engine, reconcile_precision, say_deepspeed_build
+from recipes.launcher import check_engine, check_local_processes, reconcile_precision, say_deepspeed_build
 from recipes.layers import RecipeError
 from recipes.recipe import load_recipe
 
@@ -94,6 +94,22 @@ def test_fsdp_is_refused_on_a_cpu_and_with_a_sharded_state_dict(monkeypatch):
         check_engine(cuda_available=True)
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "false")
     check_engine(cuda_available=False)  # not FSDP: nothing to refuse
+
+
+def test_more_processes_than_gpus_are_refused_and_more_than_cores_are_said(monkeypatch, caplog):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # multi_gpu.yaml's num_processes
+    with pytest.raises(
+        RecipeError, match=r"starts 8 processes on this machine, which has 2 GPUs.*--num_processes 2"
+    ):
+        check_local_processes(gpus=2, cpus=64)
+    check_local_processes(gpus=8, cpus=64)
+    with caplog.at_level(logging.WARNING, logger="recipes.launcher"):
+        check_local_processes(gpus=0, cpus=8)
+        assert not caplog.text
+        check_local_processes(gpus=0, cpus=2)
+    assert "starts 8 CPU processes on a machine with 2 cores" in caplog.text
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    check_local_processes(gpus=1, cpus=1)  # no launcher: one process
 
 
 @pytest.mark.slow

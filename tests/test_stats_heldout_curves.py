@@ -126,14 +126,23 @@ def test_a_long_stop_reason_is_cut_to_fit_and_accuracy_stays_within_0_to_100(run
     reason = "no new best held-out accuracy in 3 evaluations (patience 3): best 0.0% at step 4"
     write_json(
         run_dir / "heldout" / "history.json",
-        history([evaluation(4, 0.0), evaluation(8, 0.0)], stopped={"step": 8, "reason": reason}),
+        history(
+            [evaluation(4, 0.0), evaluation(8, 0.0)],
+            stopped={"step": 8, "reason": reason},
+            resumed_stops=[
+                {"step": 4, "reason": "alarm kl_spike"}
+            ],  # an earlier stop the run was resumed past
+        ),
     )
     source, state = load_trainer_state(run_dir)
     fig, _ = draw_curves(
         state["log_history"], [10], "run", load_heldout(run_dir, state["log_history"], str(source))
     )
     panel = next(ax for ax in fig.axes if ax.get_title() == "Held-out accuracy")
-    (stop,) = [t for t in panel.texts if "stopped" in t.get_text()]
+    (stop,) = [t for t in panel.texts if t.get_text().startswith(" stopped:")]
+    assert [t.get_text() for t in panel.texts if "resumed" in t.get_text()] == [
+        " stopped, resumed: alarm kl_spike"
+    ]
     assert len(stop.get_text()) <= 41 and stop.get_text().endswith("...") and not stop.get_in_layout()
     low, high = panel.get_ylim()
     assert low >= 0 and high <= 1
@@ -178,8 +187,9 @@ def test_the_copy_in_a_newer_checkpoint_wins_over_an_older_history_file(run_dir)
         (json.dumps(history([{"step": "4", "accuracy": 0.5}])), "evaluations[0].step is '4'"),
         (json.dumps(history([], alarms=[{"kind": "x", "steps": [4]}])), "alarms[0] needs a 'kind' string"),
         (json.dumps(history([], stopped="yes")), "'stopped' must be null or"),
+        (json.dumps(history([], resumed_stops=[{"step": 3}])), "'resumed_stops[0]' must be"),
     ],
-    ids=["not-json", "format", "no-list", "accuracy", "nan", "step", "alarm", "stopped"],
+    ids=["not-json", "format", "no-list", "accuracy", "nan", "step", "alarm", "stopped", "resumed"],
 )
 def test_a_bad_history_file_is_an_input_error_naming_it(capsys, run_dir, content, expected):
     path = run_dir / "heldout" / "history.json"
