@@ -194,7 +194,8 @@ def lora_dropout_active(config: dict) -> bool:
 
 def auto_declines(config: dict) -> str | None:
     """What in the recipe alone makes ``auto`` keep peft's branch: ``"vllm"`` or ``"paged"`` (another engine
-    generates), ``"dropout"`` (``lora_dropout_active``), ``"dtype"`` (not ``merge_is_exact``), or None.
+    generates), ``"8bit"`` (bitsandbytes' 8-bit layers compute with more than a weight: they cannot merge),
+    ``"dropout"`` (``lora_dropout_active``), ``"dtype"`` (not ``merge_is_exact``), or None.
 
     The one statement of the rule: ``use_merged_generation``, the planner and ``--plan`` read it. Sections may be
     partial (the planner's hand-made dicts).
@@ -204,6 +205,8 @@ def auto_declines(config: dict) -> str | None:
         return "vllm"
     if t.get("use_transformers_continuous_batching"):
         return "paged"
+    if config["model"].get("quantization") == "8bit":
+        return "8bit"
     if lora_dropout_active(config):
         return "dropout"
     return None if merge_is_exact(config["model"]) else "dtype"
@@ -236,11 +239,12 @@ def use_merged_generation(recipe) -> bool:
     declines = auto_declines(recipe.config)
     # TRL casts the model to bf16 for continuous batching, with the merged copies swapped in.
     paged = declines == "paged"
-    if setting is True and (sharded or paged):
+    if setting is True and (sharded or paged or declines == "8bit"):
         raise RecipeError(
             "lora.merged_generation=true cannot run "
             + (f"under {sharded}: each process may hold only a shard of every weight" if sharded
-               else "with trainer.use_transformers_continuous_batching: TRL casts the model it generates with")
+               else "with trainer.use_transformers_continuous_batching: TRL casts the model it generates with"
+               if paged else "with model.quantization=8bit: it merges plain and 4-bit linears only")
             + ". Set lora.merged_generation=false (or auto)."
         )  # fmt: skip
     if setting is True:
@@ -251,6 +255,7 @@ def use_merged_generation(recipe) -> bool:
     mixed = env("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true" and (t["bf16"] or t["fp16"])
     why = (
         "TRL's continuous batching generates" if paged
+        else "model.quantization=8bit: 8-bit layers do not merge" if declines == "8bit"
         else "LoRA dropout is on" if declines == "dropout"
         else f"model.dtype={dtype}: a merged weight rounded to {dtype} loses small LoRA updates, so generation "
         "would sample a policy lagging the one trained (docs/PERFORMANCE.md); lora.merged_generation=true merges "

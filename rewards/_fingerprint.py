@@ -12,6 +12,8 @@ decimals) is far inside our 1e-5 relative tolerance. Anything else (sets, tuples
 
 from __future__ import annotations
 
+import cmath
+
 _RELATIVE_TOLERANCE = 1e-5
 
 
@@ -60,6 +62,12 @@ def fingerprint(parsed: list) -> tuple | None:
 
 
 def _close(a: complex, b: complex) -> bool:
+    """Equal within the tolerance; an infinite end (``(-\\infty, 2]``) only equals the same infinity (inf - inf is
+    nan); a nan value proves nothing, so it is left to math-verify."""
+    if a == b or cmath.isnan(a) or cmath.isnan(b):
+        return True
+    if cmath.isinf(a) or cmath.isinf(b):
+        return False
     return abs(a - b) <= _RELATIVE_TOLERANCE * max(1.0, abs(a), abs(b))
 
 

@@ -164,6 +164,15 @@ def test_other_generation_engines_and_mixed_precision_deepspeed_are_left_unmerge
     with pytest.raises(RecipeError, match="with trainer.use_transformers_continuous_batching: TRL casts"):
         use_merged_generation(load_recipe("gsm8k_tiny", [paged, "lora.merged_generation=true"]))
     assert use_merged_generation(load_recipe("gsm8k_tiny", ["trainer.use_vllm=true"])) is False
+    # 8-bit layers compute with more than their weight: auto declines before the model loads, true is refused.
+    assert use_merged_generation(load_recipe("gsm8k_tiny", ["model.quantization=8bit"])) is False
+    assert "(model.quantization=8bit: 8-bit layers do not merge)" in caplog.text
+    with pytest.raises(
+        RecipeError, match="with model.quantization=8bit: it merges plain and 4-bit linears only"
+    ):
+        use_merged_generation(
+            load_recipe("gsm8k_tiny", ["model.quantization=8bit", "lora.merged_generation=true"])
+        )
     assert use_merged_generation(load_recipe("gsm8k_tiny", ["lora.merged_generation=false"])) is False
     assert "lora.merged_generation=false: generating with peft's LoRA branch" in caplog.text
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")

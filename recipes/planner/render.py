@@ -214,6 +214,7 @@ def _unmerged(config: dict, plan: MemoryPlan) -> str:
         why = {
             "vllm": "vLLM generates",
             "paged": "continuous batching generates",
+            "8bit": "8-bit layers do not merge",
             "dropout": "LoRA dropout",
             "dtype": f"{section(config, 'model')['dtype']} weights round small updates",
         }[auto_declines(with_defaults(config))]
