@@ -24,7 +24,26 @@ class RecipeError(UserError):
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that reads ``1e-5`` as a float; YAML 1.1 wants ``1.0e-5`` and PyYAML returns a string."""
+    """SafeLoader that reads ``1e-5`` as a float (YAML 1.1 wants ``1.0e-5`` and PyYAML returns a string), and
+    refuses a key given twice in one mapping (PyYAML keeps the last one without a word: a second ``trainer:``
+    section would silently drop the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        first_line = {}
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else []:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            if key in first_line:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} appears twice in one mapping (first on line {first_line[key]}), and YAML keeps "
+                    "only the last: merge the two into one",
+                    key_node.start_mark,
+                )
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 _Loader.add_implicit_resolver(

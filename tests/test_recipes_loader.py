@@ -249,6 +249,27 @@ def test_errors_in_a_file_name_that_file(tmp_path):
         load_recipe(str(bad))
 
 
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path):
+    """YAML keeps the last of two equal keys: a second trainer: section silently dropped the first's values."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(
+        "base: gsm8k_tiny\ntrainer:\n  max_steps: 3\ndata:\n  limit: 8\ntrainer:\n  learning_rate: 0.1\n"
+    )
+    with pytest.raises(RecipeError) as error:
+        load_recipe(str(mine))
+    assert f"{mine}: not valid YAML: key 'trainer' appears twice in one mapping (first on line 2)" in str(
+        error.value
+    )
+    assert "line 6, column 1" in str(error.value) and "merge the two into one" in str(error.value)
+    with pytest.raises(RecipeError, match="key 'max_steps' appears twice"):
+        load_recipe("gsm8k_tiny", ["trainer={max_steps: 2, max_steps: 3}"])
+    mine.write_text(
+        "base: gsm8k_tiny\ntrainer:\n  max_steps: 3\ndata:\n  max_steps: 3\n"
+    )  # same key, other sections
+    with pytest.raises(RecipeError, match=r"Unknown key data\.max_steps"):
+        load_recipe(str(mine))
+
+
 def test_a_recipe_of_your_own_builds_on_a_shipped_one_by_name(tmp_path):
     mine = tmp_path / "mine.yaml"
     mine.write_text("# Mine.\nbase: gsm8k_tiny\ntrainer: {max_steps: 3}\n")
