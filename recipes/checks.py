@@ -12,6 +12,7 @@ import logging
 import math
 import os
 
+from recipes.planner.shapes import SUPPORTED_MODEL_TYPES, lora_targets, shape_of
 from recipes.recipe import Recipe, RecipeError
 
 logger = logging.getLogger(__name__)
@@ -241,5 +242,12 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
             f"data.max_prompt_tokens ({prompt}) + trainer.max_completion_length ({completion}) = "
             f"{prompt + completion} tokens, but {m['name_or_path']} holds at most {context}. Lower one of them."
         )
+    if (
+        getattr(model_config, "model_type", None) in SUPPORTED_MODEL_TYPES
+    ):  # the layers the planner knows: check the targets
+        try:
+            lora_targets(shape_of(model_config), recipe.config["lora"]["target_modules"])
+        except RecipeError as e:
+            errors.append(str(e))
     if errors:
         raise RecipeError("\n".join(errors))

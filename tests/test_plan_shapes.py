@@ -122,9 +122,19 @@ def test_unmodelled_architecture_fails_clearly():
 def test_targets_that_match_nothing_list_the_module_names():
     shape = shape_of(config_for("Qwen/Qwen2.5-1.5B-Instruct"))
     with pytest.raises(
-        RecipeError, match=r"\['qproj'\] matches no linear.*Available: all-linear, q_proj, k_proj"
+        RecipeError,
+        match=r"'qproj' matches no linear.*Did you mean q_proj\? Available: all-linear, q_proj, k_proj",
     ):
         lora_targets(shape, ["qproj"])
+    # One typo among good names: peft would adapt the others and drop it without a word.
+    with pytest.raises(RecipeError, match=r"lora.target_modules: 'v_prj' matches no linear"):
+        lora_targets(shape, ["q_proj", "v_prj"])
+    # A string is peft's regular expression over the whole name, so a bare layer name matches nothing.
+    with pytest.raises(
+        RecipeError, match=r"a single string is a regular expression .* give a list: \[q_proj\]"
+    ):
+        lora_targets(shape, "q_proj")
+    assert len(lora_targets(shape, r".*\.q_proj")) == shape.layers
     assert {x.name for x in lora_targets(shape, ["lm_head"])} == {"lm_head"}
 
 

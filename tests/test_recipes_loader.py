@@ -318,6 +318,16 @@ def test_bf16_without_a_gpu_fails_before_the_model_loads():
     checks.check_environment(recipe, config, cuda_available=True)  # the same recipe is fine on a GPU
 
 
+def test_lora_targets_that_match_no_layer_are_refused_before_the_weights_load():
+    from recipes.model import load_config
+
+    recipe = load_recipe("gsm8k_tiny", ["lora.target_modules=[q_proj, v_prj]"])
+    with pytest.raises(
+        RecipeError, match="'v_prj' matches no linear layer of this llama model. Did you mean v_proj"
+    ):
+        checks.check_environment(recipe, load_config(recipe.config["model"]), cuda_available=False)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")
 def test_a_gpu_recipe_on_a_cpu_machine_is_refused_before_any_download(tmp_path):
     env = {

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.suggestions import did_you_mean
 from recipes.recipe import RecipeError
 
 # The published config.json of each Hub model our recipes name, as configs/<org>--<name>.json; largest first.
@@ -182,20 +183,29 @@ def lora_targets(shape: Shape, target_modules: str | list[str]) -> list[Linear]:
     module name; a list matches a module whose name equals an entry or ends with ``"." + entry``.
 
     Raises:
-        RecipeError: Nothing matches; the message lists the module names there are.
+        RecipeError: Nothing matches, or a list entry matches nothing (peft would quietly adapt fewer layers);
+            the message lists the module names there are.
     """
     if target_modules == "all-linear":
         return list(shape.layer_linears)
+    names = dict.fromkeys(x.name.rsplit(".", 1)[-1] for x in shape.linears)
+    available = f"Available: all-linear, {', '.join(names)}."
     if isinstance(target_modules, str):
         found = [x for x in shape.linears if re.fullmatch(target_modules, x.name)]
-    else:
-        found = [
-            x for x in shape.linears if any(x.name == t or x.name.endswith("." + t) for t in target_modules)
-        ]
-    if not found:
-        names = dict.fromkeys(x.name.rsplit(".", 1)[-1] for x in shape.linears)
+        if not found:
+            raise RecipeError(
+                f"lora.target_modules {target_modules!r} matches no linear layer of this {shape.model_type} model: "
+                f"a single string is a regular expression over the whole module name ({shape.linears[0].name}), "
+                f"as peft reads it. For layers by name, give a list: [{target_modules}]. {available}"
+            )
+        return found
+    unmatched = [
+        t for t in target_modules if not any(x.name == t or x.name.endswith("." + t) for x in shape.linears)
+    ]
+    if unmatched:
         raise RecipeError(
-            f"lora.target_modules {target_modules!r} matches no linear layer of this {shape.model_type} model. "
-            f"Available: all-linear, {', '.join(names)}."
+            f"lora.target_modules: {', '.join(map(repr, unmatched))} "
+            f"match{'es' * (len(unmatched) == 1)} no linear layer of this {shape.model_type} model."
+            f"{did_you_mean(unmatched[0], names)} {available}"
         )
-    return found
+    return [x for x in shape.linears if any(x.name == t or x.name.endswith("." + t) for t in target_modules)]
