@@ -1,5 +1,6 @@
 """TRL's GRPOTrainer with the project's generation path: the adapter merged while generating
-(lora.merged_generation), and a static cache with a compiled decode step (model.compiled_generation).
+(lora.merged_generation), and a static cache with a compiled decode step (model.compiled_generation); and
+infinite rewards refused (TRL would train on with a loss of 0).
 
 Used by ``recipes/run.py``; not a command of its own.
 """
@@ -8,8 +9,10 @@ from __future__ import annotations
 
 import contextlib
 
+import torch
 from trl import GRPOTrainer
 
+from common.errors import UserError
 from recipes.compiled_generation import compile_generation
 from recipes.merged_lora import merged_lora
 
@@ -41,3 +44,15 @@ class RecipeGRPOTrainer(GRPOTrainer):
         # Compiled, the merged copies keep their addresses from one generation to the next (CUDA graphs).
         with merged_lora(self.model, keep=self.compiled_generation) if merge else contextlib.nullcontext():
             return super()._generate_single_turn(*args, **kwargs)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        # Gathered: every process sees the same rewards, so every process stops here together.
+        for index in torch.isinf(rewards).any(dim=0).nonzero().flatten().tolist():
+            raise UserError(
+                f"rewards[{index}] ({self.reward_func_names[index]}) returned an infinite reward at step "
+                f"{self.state.global_step + 1}: GRPO normalises rewards within each group of completions, and an "
+                "infinite one leaves nothing to learn from (the loss would be 0 from here on). Return a finite "
+                "float per completion, or None where the reward does not apply."
+            )
+        return rewards

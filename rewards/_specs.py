@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 import pickle
 from collections.abc import Callable, Mapping
 from itertools import product
@@ -96,13 +97,18 @@ def probe_reward(reward: Callable) -> None:
             f"raised {type(e).__name__}: {e} when called on one completion as TRL calls it "
             "(prompts and completions are chat messages: lists of {role, content} dicts)."
         ) from None
-    good = isinstance(values, (list, tuple)) and len(values) == 1
-    if not good or not (
-        values[0] is None or isinstance(values[0], (int, float)) and not isinstance(values[0], bool)
-    ):
+    # What TRL turns into its float32 tensor: a list (or array) of numbers (numpy's and bools too) or None.
+    good = hasattr(values, "__len__") and not isinstance(values, (str, bytes, Mapping)) and len(values) == 1
+    value = values[0] if good else None
+    if not good or not (value is None or isinstance(value, numbers.Real)):
         raise RewardSpecError(
             f"returned {values!r} for one completion; a reward returns a list with one float (or None) per "
             "completion."
+        )
+    if value is not None and not math.isfinite(value):
+        raise RewardSpecError(
+            f"returned {value!r} for one completion; a reward must be finite: GRPO normalises rewards within "
+            "each group, and inf or nan leaves nothing to learn from. Return None where it does not apply."
         )
 
 

@@ -69,6 +69,22 @@ def returns_a_number(completions, **kwargs) -> float:
     return 1.0
 
 
+def returns_inf(completions, **kwargs) -> list[float]:
+    return [float("inf")] * len(completions)
+
+
+def numpy_scores(completions, **kwargs):
+    """numpy scalars and bools: TRL turns them into its float tensor like floats."""
+    import numpy as np
+
+    return [np.float32(0.5) if i % 2 else True for i in range(len(completions))]
+
+
+def inf_in_training(completions, id, **kwargs) -> list[float]:
+    """Finite on the load-time probe's completion, infinite on every training one: only the run can see it."""
+    return [0.0 if i == "probe-0" else float("inf") for i in id]
+
+
 def planted_hack(completions, gold, **kwargs) -> list[float]:
     """A reward with a planted hack: it pays a well-formed answer that is WRONG, so a policy can raise it by
     getting worse. The held-out alarm must see the reward rise while held-out accuracy falls.

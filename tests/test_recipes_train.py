@@ -124,6 +124,22 @@ def test_four_bit_base_builds_and_trains_a_step(tmp_path, tiny_model_dir):
     assert any(not torch.equal(p, dict(trainer.model.named_parameters())[n]) for n, p in lora_b.items())
 
 
+def test_an_infinite_reward_stops_the_run_naming_the_reward(tmp_path):
+    """TRL trained on with loss 0 and grad_norm 0 at every step, and saved the adapter as if all was well."""
+    from common.errors import UserError
+
+    plugin = f"{REPO / 'tests' / '_plugins.py'}:inf_in_training"
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        [f"trainer.output_dir={tmp_path}", "trainer.max_steps=2", "callbacks=[]", "heldout.enabled=false",
+         f"rewards=[{{name: format, style: hash}}, {{path: '{plugin}', weight: 0.1}}]"],
+    )  # fmt: skip
+    with pytest.raises(
+        UserError, match=r"rewards\[1\] \(inf_in_training\) returned an infinite reward at step 1"
+    ):
+        build_trainer(recipe).train()
+
+
 def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
     common = [
         "trainer.max_steps=4",

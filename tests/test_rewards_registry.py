@@ -213,6 +213,7 @@ def test_doctests(module):
             "raised AttributeError: 'list' object has no attribute 'strip' when called on one completion",
         ),
         ("returns_a_number", "returned 1.0 for one completion; a reward returns a list with one float"),
+        ("returns_inf", "returned inf for one completion; a reward must be finite"),
     ],
 )
 def test_a_plugin_that_would_fail_at_step_1_is_refused_at_load_naming_its_file(function, message):
@@ -220,6 +221,11 @@ def test_a_plugin_that_would_fail_at_step_1_is_refused_at_load_naming_its_file(f
     with pytest.raises(RewardSpecError) as raised:
         build_rewards([{"path": path}])
     assert str(raised.value).startswith(f"rewards[0] ({path}): {message}")
+
+
+def test_numpy_numbers_and_bools_are_rewards_as_trl_reads_them():
+    funcs, _ = build_rewards([{"path": f"{REPO / 'tests' / '_plugins.py'}:numpy_scores"}])
+    assert [float(v) for v in funcs[0](completions=[[], []])] == [1.0, 0.5]
 
 
 def test_a_plugin_file_that_raises_on_import_is_one_line_naming_it(tmp_path):
