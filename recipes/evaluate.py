@@ -43,7 +43,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 from common.errors import exit_status
 from common.logs import log_to_stderr
 from recipes.evaluation import generation
-from recipes.evaluation.generation import Decoding
+from recipes.evaluation.generation import Decoding, EvaluationError
 from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import (
     append_records,
@@ -168,6 +168,14 @@ def evaluate(
     done = {(r.get("id"), r.get("sample")): r for r in existing}
     batches = generation.plan_batches(len(ids), samples, batch_size)
     units = [unit for batch in batches for unit in batch]
+    if beyond := set(done) - {(ids[q], k) for q, k in units}:
+        held = len({qid for qid, _ in done})
+        raise EvaluationError(
+            f"{out} holds {len(done)} samples ({held} questions, up to {1 + max(k for _, k in done)} samples "
+            f"each), {len(beyond)} of them beyond what this run asks for (--questions {len(ids)} --samples "
+            f"{samples}): its summary would leave them out, and stats.compare would not. Rerun with the file's "
+            "--questions and --samples, or use a new --out file."
+        )
     pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
     finished = sum((ids[q], k) in done for q, k in units)
     logger.info(

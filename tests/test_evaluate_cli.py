@@ -171,6 +171,31 @@ def test_refuses_to_append_records_made_with_other_settings(baseline, tmp_path, 
     assert (tmp_path / "base.jsonl").read_bytes() == baseline.read_bytes()
 
 
+def test_fewer_questions_or_samples_than_the_file_holds_are_refused(baseline, tmp_path, capsys):
+    """The summary would cover the subset asked for, while stats.compare reads the whole file."""
+    out = shutil.copy(baseline, tmp_path / "base.jsonl")
+    code, _, err = run(capsys, *ARGS[:2], "2", *ARGS[3:], "--out", out)
+    assert code == 2
+    assert (
+        "holds 8 samples (4 questions, up to 2 samples each), 4 of them beyond what this run asks for" in err
+    )
+    assert (
+        "(--questions 2 --samples 2)" in err
+        and (tmp_path / "base.jsonl").read_bytes() == baseline.read_bytes()
+    )
+
+
+def test_a_heldout_records_file_is_never_extended_as_another_evaluation(baseline, tmp_path, capsys):
+    """Held-out records carry the base model's settings (no adapter folder), but grade a training step's policy."""
+    out = tmp_path / "step-40.jsonl"
+    out.write_text("".join(json.dumps({**record, "step": 40}) + "\n" for record in lines(baseline)[:4]))
+    before = out.read_bytes()
+    code, _, err = run(capsys, *ARGS, "--out", out)
+    assert (
+        code == 2 and "holds the held-out records of training step 40" in err and out.read_bytes() == before
+    )
+
+
 def test_greedy_batched_generation_equals_one_prompt_at_a_time(tmp_path, capsys):
     greedy = ["gsm8k_tiny", "--questions", "4", "--temperature", "0", "--max-new-tokens", "16"]
     for size in (1, 4):

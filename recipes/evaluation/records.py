@@ -97,8 +97,14 @@ def check_writable(path: Path) -> None:
 
 
 def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
-    """Refuse to append to a file whose records were made with other settings."""
+    """Refuse to append to a file whose records were made with other settings, or by another policy: a held-out
+    record (``step``) grades the policy at that training step, whatever its other settings say."""
     for record in records:
+        if record.get("step") is not None:
+            raise EvaluationError(
+                f"{path} holds the held-out records of training step {record['step']} (that step's policy, not "
+                "the model this run evaluates); refusing to append. Use a new --out file."
+            )
         changed = [
             f"{k}: file has {record.get(k)!r}, this run {v!r}"
             for k, v in settings.items()
