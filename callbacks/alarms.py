@@ -43,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
+from callbacks.heldout_history import resumed_at
 from common.ranking import best_by_accuracy
 from stats.paired import sign_flip
 from stats.trainer_state import metric_series
@@ -259,7 +260,8 @@ _CHECKS: dict[str, tuple[Callable, bool]] = {
 
 
 def check_alarms(history: dict, log_history: list[dict], settings: AlarmSettings) -> list[Alarm]:
-    """New alarms after the latest evaluation; a kind already in ``history["alarms"]`` is not raised again.
+    """New alarms after the latest evaluation; a kind already in ``history["alarms"]`` is not raised again, unless
+    the run was resumed past a stop since it was (``resumed_at``): the alarms are armed again from there.
 
     Args:
         history: The held-out history (``{"format": 1, "evaluations": [...], "alarms": [...], ...}``),
@@ -271,7 +273,12 @@ def check_alarms(history: dict, log_history: list[dict], settings: AlarmSettings
         The new alarms, at most one per kind, in the order reward_hacking, unparseable_rising,
         length_collapse, length_at_cap, kl_spike.
     """
-    raised = {alarm.get("kind") for alarm in history.get("alarms") or []}
+    since = resumed_at(history)
+    raised = {
+        alarm.get("kind")
+        for alarm in history.get("alarms") or []
+        if since is None or alarm["steps"][-1] > since
+    }
     evaluations = history.get("evaluations") or []
     alarms = []
     for kind, (check, needs_evaluations) in _CHECKS.items():

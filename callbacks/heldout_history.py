@@ -48,6 +48,12 @@ def resume_past_stop(history: dict) -> dict:
     return {**history, "stopped": None, "resumed_stops": [*history["resumed_stops"], history["stopped"]]}
 
 
+def resumed_at(history: dict) -> int | None:
+    """The step of the last stop a launch resumed past (None if none): the alarms and the patience that
+    stopped the run start counting afresh from there."""
+    return max((stop["step"] for stop in history.get("resumed_stops") or []), default=None)
+
+
 def history_until(history: dict, step: int) -> dict:
     """The history as it stood at ``step``: a resumed run forgets what came after its checkpoint."""
     return {

@@ -6,6 +6,7 @@ with the history (evaluations in step order, the latest included) and does the s
 
 from __future__ import annotations
 
+from callbacks.heldout_history import resumed_at
 from common.ranking import best_by_accuracy
 
 
@@ -13,7 +14,8 @@ def plateaued(history: dict, patience: int) -> str | None:
     """The stop reason when held-out accuracy has plateaued, else None.
 
     It has when none of the last ``patience`` evaluations beat (strictly higher accuracy) the best evaluation
-    before them. Counted in evaluations, not steps, so the rule means the same whatever ``every_steps`` is.
+    before them. Counted in evaluations, not steps, so the rule means the same whatever ``every_steps`` is; a run
+    resumed past a stop (``resumed_at``) gets ``patience`` evaluations after it before it can stop again.
 
     Args:
         history: The held-out history, evaluations in step order.
@@ -29,7 +31,8 @@ def plateaued(history: dict, patience: int) -> str | None:
     if not isinstance(patience, int) or isinstance(patience, bool) or patience < 1:
         raise ValueError(f"patience must be a positive integer (evaluations), got {patience!r}")
     evaluations = history.get("evaluations") or []
-    if len(evaluations) <= patience:
+    since = resumed_at(history)
+    if len(evaluations) <= patience or since is not None and evaluations[-patience]["step"] <= since:
         return None
     before, recent = evaluations[:-patience], evaluations[-patience:]
     best = best_by_accuracy(before, lambda e: (e["accuracy"], e["step"]))

@@ -226,6 +226,20 @@ def test_a_kind_already_in_the_history_is_not_raised_again():
     assert check_alarms(history, log, SETTINGS) == []
 
 
+def test_a_run_resumed_past_a_stop_is_alarmed_again_by_the_same_kind():
+    """Resuming is a choice to go on from the stop, not to silence that kind of alarm for the rest of the run."""
+    earlier = {"kind": "reward_hacking", "metric": "heldout/accuracy", "steps": [100, 200], "message": "..."}
+    history = _history(
+        _evaluation(100, PEAK, reward=1.0), _evaluation(300, FALLEN, reward=2.0), alarms=[earlier]
+    )
+    history["resumed_stops"] = [{"step": 200, "reason": "alarm reward_hacking: ..."}]
+    assert _kinds(check_alarms(history, [], SETTINGS)) == ["reward_hacking"]
+    history["alarms"].append(
+        {**earlier, "steps": [100, 300]}
+    )  # raised again after the resume: once more only
+    assert check_alarms(history, [], SETTINGS) == []
+
+
 def test_several_kinds_at_once_in_a_fixed_order():
     history = _history(
         _evaluation(100, PEAK, reward=1.0), _evaluation(300, FALLEN, unparseable=[3] * 40, reward=2.0)
@@ -267,6 +281,17 @@ def _accuracies(*values):
 def test_plateau_counts_evaluations_without_a_strictly_higher_accuracy(accuracies, patience, reason):
     expected = None if reason is None else f"heldout/accuracy plateaued: {reason}"
     assert plateaued(_accuracies(*accuracies), patience) == expected
+
+
+def test_a_run_resumed_past_a_plateau_stop_gets_patience_evaluations_afresh():
+    history = _accuracies(0.4, 0.3, 0.35, 0.3, 0.3)  # stopped at step 300 with patience 2, resumed
+    history["resumed_stops"] = [{"step": 300, "reason": "heldout/accuracy plateaued: ..."}]
+    assert (
+        plateaued({**history, "evaluations": history["evaluations"][:4]}, 2) is None
+    )  # one since the resume
+    assert plateaued(history, 2).startswith(
+        "heldout/accuracy plateaued: the last 2 evaluations (steps 400, 500)"
+    )
 
 
 @pytest.mark.parametrize("patience", [0, -1, 1.5, True])
