@@ -24,9 +24,8 @@ from pathlib import Path
 from transformers import Trainer, TrainerCallback
 
 from callbacks.alarms import AlarmSettings, check_alarms
-from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
+from callbacks.heldout_history import HISTORY_NAME, best_text, empty_history, history_until
 from callbacks.plateau import plateaued
-from common.ranking import best_by_accuracy
 from recipes.atomic import write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.paired import t_interval
@@ -108,20 +107,24 @@ class HeldoutCallback(TrainerCallback):
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             write_text_atomically(self.output_dir / entry["records"], text)
+        alarms = check_alarms(self.history, state.log_history, self.alarms)
+        self.history["alarms"] += [alarm.as_record() for alarm in alarms]
+        reasons = [f"alarm {a.kind}: {a.message}" for a in alarms if self.stop_on_alarm] + self._plateau()
+        stopping = bool(reasons) and not self.history["stopped"]
+        entry["saved"] = bool(control.should_save) or stopping  # a stop saves the step it stops at
         self._log(entry, control, state.is_world_process_zero)
-        if control.should_save:
+        for alarm in alarms if state.is_world_process_zero else []:
+            logger.warning("ALARM %s (%s): %s", alarm.kind, alarm.metric, alarm.message)
+        if entry["saved"]:
             self._mark_best(state, entry)
-        reasons = self._alarm(state) + self._plateau()
-        if reasons and not self.history["stopped"]:
+        if stopping:
             self.history["stopped"] = {"step": step, "reason": "; ".join(reasons)}
             if state.is_world_process_zero:
                 logger.warning(
                     "Ending the run at step %d, saving checkpoint-%d first: %s", step, step, reasons[0]
                 )
             control.should_training_stop = True
-            if not control.should_save:
-                control.should_save = True
-                self._mark_best(state, entry)
+            control.should_save = True
         if state.is_world_process_zero:
             write_text_atomically(self.output_dir / "heldout" / "history.json", json.dumps(self.history))
         return control
@@ -157,14 +160,12 @@ class HeldoutCallback(TrainerCallback):
         Trainer.log(self.trainer, metrics)
         control.should_log = should_log
         interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
-        best = best_by_accuracy(self.history["evaluations"], lambda e: (e["accuracy"], e["step"]))
         if not main:  # every process evaluated and logged the metrics; one says it
             return
         logger.info(
-            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; best "
-            "%.1f%% at step %d",
+            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; %s",
             entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"],
-            entry["seconds"], 100 * entry["unparseable"], 100 * best["accuracy"], best["step"],
+            entry["seconds"], 100 * entry["unparseable"], best_text(self.history["evaluations"]),
         )  # fmt: skip
 
     def _mark_best(self, state, entry: dict) -> None:
@@ -173,15 +174,6 @@ class HeldoutCallback(TrainerCallback):
             state.best_metric = entry["accuracy"]
             state.best_global_step = entry["step"]
             state.best_model_checkpoint = str(self.output_dir / f"checkpoint-{entry['step']}")
-
-    def _alarm(self, state) -> list[str]:
-        """Log each new alarm as a warning; the reasons to stop, when the recipe says alarms end the run."""
-        new = check_alarms(self.history, state.log_history, self.alarms)
-        for alarm in new:
-            if state.is_world_process_zero:
-                logger.warning("ALARM %s (%s): %s", alarm.kind, alarm.metric, alarm.message)
-            self.history["alarms"].append(alarm.as_record())
-        return [f"alarm {a.kind}: {a.message}" for a in new] if self.stop_on_alarm else []
 
     def _plateau(self) -> list[str]:
         reason = plateaued(self.history, self.patience) if self.patience else None

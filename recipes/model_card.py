@@ -29,17 +29,19 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
     """The held-out results of a run (callbacks/heldout.py's history): last and best accuracy, why it stopped
     early, and where the best checkpoint is when it is not this adapter (the last evaluation is the final step's:
     the held-out callback evaluates at the end)."""
+    from callbacks.heldout_history import best_text
     from common.ranking import best_by_accuracy
 
     evaluations = (history or {}).get("evaluations") or []
     if not evaluations:
         return []
     last = evaluations[-1]
-    best = best_by_accuracy(evaluations, lambda e: (e["accuracy"], e["step"]))
+    saved = [e for e in evaluations if e.get("saved", True)]
+    best = best_by_accuracy(saved, lambda e: (e["accuracy"], e["step"])) or last
     lines = [
         (
             f"Held-out accuracy ({last['questions']} questions x {last['samples']} samples, never trained on): "
-            f"{last['accuracy']:.1%} at step {last['step']}; best {best['accuracy']:.1%} at step {best['step']}."
+            f"{last['accuracy']:.1%} at step {last['step']}; {best_text(evaluations)}."
         ),
         "",
     ]
@@ -55,7 +57,8 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
         lines += [
             (
                 f"This adapter is the final one (step {last['step']}), not the best: `{output_dir}/best` names the "
-                "best saved checkpoint; evaluate or export that one for the best held-out accuracy."
+                f"best saved checkpoint (step {best['step']}, {best['accuracy']:.1%}); evaluate or export that one "
+                "for the best held-out accuracy."
             ),
             "",
         ]

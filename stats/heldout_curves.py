@@ -70,7 +70,7 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
         color="gold",
         markeredgecolor="black",
         linestyle="none",
-        label=f"best: step {best.step}, {best.accuracy:.1%}",
+        label=f"best: step {best.step}, {best.accuracy:.1%}" + ("" if best.saved else " (not a checkpoint)"),
     )
     ax.annotate(
         f"best {best.accuracy:.1%}",

@@ -34,6 +34,7 @@ class Evaluation:
     high: float | None = None
     unparseable: float | None = None
     reward: float | None = None
+    saved: bool = True  # a checkpoint was saved at this step (held-out evaluations may come more often)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,10 @@ def _evaluation(entry, path: Path, i: int) -> Evaluation:
         k: _number(entry.get(k), path, f"{where}.{k}") for k in ("low", "high", "unparseable", "reward")
     }
     accuracy = _number(entry.get("accuracy"), path, f"{where}.accuracy", optional=False)
-    return Evaluation(_step(entry.get("step"), path, f"{where}.step"), accuracy, **values)
+    saved = entry.get("saved", True)
+    if not isinstance(saved, bool):
+        raise InputError(f"{path}: {where}.saved is {saved!r}, expected true or false. {_FIX}")
+    return Evaluation(_step(entry.get("step"), path, f"{where}.step"), accuracy, **values, saved=saved)
 
 
 def _alarm(entry, path: Path, i: int) -> Alarm:
@@ -206,7 +210,12 @@ def heldout_table(heldout: HeldoutHistory | None) -> str:
         cells = (_percent(e.accuracy), interval, _percent(e.unparseable), reward)
         lines.append(f"{e.step:>7}  {cells[0]:>8}  {cells[1]:>15}  {cells[2]:>11}  {cells[3]:>12}")
     best = best_evaluation(heldout.evaluations)
-    lines.append(f"best: step {best.step}, accuracy {_percent(best.accuracy)}")
+    line = f"best: step {best.step}, accuracy {_percent(best.accuracy)}"
+    if not best.saved:
+        saved = best_evaluation([e for e in heldout.evaluations if e.saved])
+        where = f"step {saved.step}, {_percent(saved.accuracy)}" if saved else "none"
+        line += f" (not a checkpoint; the best checkpoint: {where})"
+    lines.append(line)
     lines += [f"alarm {a.kind} at step {a.steps[1]}: {a.message}" for a in heldout.alarms]
     lines += [
         f"stopped at step {step}, then resumed past it: {reason}" for step, reason in heldout.resumed_stops

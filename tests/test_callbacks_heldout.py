@@ -8,7 +8,7 @@ import pytest
 
 from callbacks.errors import CheckpointError
 from callbacks.heldout import summarize
-from callbacks.heldout_history import empty_history, history_until, read_history
+from callbacks.heldout_history import best_text, empty_history, history_until, read_history
 from recipes.evaluation.live import share
 from recipes.heldout import heldout_callback, heldout_plan
 from recipes.recipe import RecipeError, load_recipe
@@ -68,6 +68,25 @@ def test_resuming_past_a_stop_keeps_the_stop_on_record(tmp_path):
     read = read_heldout_history(tmp_path / "history.json")
     assert read.stopped is None and read.resumed_stops == ((20, "heldout/accuracy plateaued"),)
     assert "stopped at step 20, then resumed past it: heldout/accuracy plateaued" in heldout_table(read)
+
+
+def test_a_best_evaluation_without_a_checkpoint_names_the_best_checkpoint_too(tmp_path):
+    from stats.heldout_history import heldout_table, read_heldout_history
+
+    history = empty_history()
+    history["evaluations"] = [
+        {"step": 5, "accuracy": 0.17, "saved": False},
+        {"step": 10, "accuracy": 0.13, "saved": True},
+        {"step": 15, "accuracy": 0.10, "saved": False},
+    ]
+    assert best_text(history["evaluations"]) == (
+        "best 17.0% at step 5 (not a checkpoint; the best checkpoint: step 10, 13.0%)"
+    )
+    assert best_text(history["evaluations"][1:]) == "best 13.0% at step 10"
+    assert best_text([{"step": 5, "accuracy": 0.17}]) == "best 17.0% at step 5"  # written before "saved" was
+    (tmp_path / "history.json").write_text(json.dumps(history))
+    table = heldout_table(read_heldout_history(tmp_path / "history.json"))
+    assert "best: step 5, accuracy 17.0% (not a checkpoint; the best checkpoint: step 10, 13.0%)" in table
 
 
 def test_a_history_file_that_is_not_one_is_refused_naming_it(tmp_path):

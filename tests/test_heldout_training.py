@@ -13,6 +13,7 @@ import pytest
 from conftest import REPO, plugin_env
 
 from callbacks.fetch import fetch_checkpoint
+from callbacks.heldout_history import best_text
 from recipes.recipe import load_recipe
 from recipes.run import train
 from stats.compare import compare
@@ -119,6 +120,23 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     assert manifest["heldout"]["accuracy"] == resumed["evaluations"][2]["accuracy"]
     assert json.loads((out / "best").read_text())["checkpoint"] == f"checkpoint-{best['step']}"
     assert fetch_checkpoint(out / "best") == out / f"checkpoint-{best['step']}"
+
+
+def test_evaluations_between_checkpoints_are_marked_and_best_names_a_saved_one(tmp_path):
+    """The log, card and curves called an evaluation with no checkpoint "best", while OUTPUT_DIR/best could only
+    name a saved one."""
+    out = tmp_path / "between"
+    overrides = [
+        "trainer.max_steps=4",
+        "checkpoint.every_steps=4",
+        "heldout.every_steps=2",
+    ]
+    train(load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}", *overrides]))
+    evaluations = history(out)["evaluations"]
+    assert [(e["step"], e["saved"]) for e in evaluations] == [(2, False), (4, True)]
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["best_model_checkpoint"] == str(out / "checkpoint-4")
+    assert f"; {best_text(evaluations)}." in (out / "README.md").read_text()
 
 
 def test_a_held_out_plateau_ends_the_run_after_patience_evaluations(tmp_path):
