@@ -90,6 +90,22 @@ class HeldoutCallback(TrainerCallback):
         """Give the callback the trainer it evaluates (its model, accelerator and log)."""
         self.trainer = trainer
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        """Move aside the records of evaluations this run's history does not hold: a crashed launch evaluated
+        past the checkpoint this one resumes from, and its ``step-N.jsonl`` would pass for this run's."""
+        folder, kept = self.output_dir / "heldout", {e["records"] for e in self.history["evaluations"]}
+        stale = [f for f in folder.glob("step-*.jsonl") if f"heldout/{f.name}" not in kept]
+        if not state.is_world_process_zero or not stale:
+            return
+        aside = folder / "superseded" / time.strftime("%Y%m%d-%H%M%S")
+        aside.mkdir(parents=True)
+        for file in stale:
+            file.rename(aside / file.name)
+        logger.info(
+            "Moved %d held-out records file(s) of evaluations past the resumed step to %s: %s",
+            len(stale), aside, ", ".join(sorted(f.name for f in stale)),
+        )  # fmt: skip
+
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
         # DefaultFlowCallback ran first: should_training_stop is set at max_steps, so "the end" is known here.

@@ -106,9 +106,15 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
         )  # evaluate.py's schema, as stats reads it
         assert len(records.counts) == 50 and {samples for _, samples in records.counts.values()} == {4}
     compare(out / "heldout" / "step-10.jsonl", out / "heldout" / "step-20.jsonl")  # any two steps compare
-    launch(out, "trainer.max_steps=30")
+    # A launch that crashed after evaluating past its last checkpoint left records this run will not make again.
+    stale = (out / "heldout" / "step-20.jsonl").read_text()
+    (out / "heldout" / "step-25.jsonl").write_text(stale)
+    result = launch(out, "trainer.max_steps=30")
     resumed = history(out)
     assert [e["step"] for e in resumed["evaluations"]] == [10, 20, 30]
+    assert not (out / "heldout" / "step-25.jsonl").exists() and "held-out records file(s)" in result.stderr
+    (moved,) = (out / "heldout" / "superseded").glob("*/step-25.jsonl")
+    assert moved.read_text() == stale and (out / "heldout" / "step-20.jsonl").read_text() == stale
     assert resumed["evaluations"][:2] == first["evaluations"]
     state = json.loads((out / "trainer_state.json").read_text())
     best = max(resumed["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
