@@ -113,8 +113,21 @@ def check_combinations(recipe: Recipe) -> None:
 
 
 def _unranked_checkpoints(recipe: Recipe) -> list[str]:
-    """Held-out evaluations must fall on every checkpoint's step, or the `best` pointer could not rank them."""
+    """Held-out evaluations must fall on every checkpoint's step, or the `best` pointer could not rank them; and
+    early stopping needs them at all."""
     heldout, every = recipe.config["heldout"], recipe.config["checkpoint"]["every_steps"]
+    stops = [
+        f"heldout.{key}={str(heldout[key]).lower()}" for key in ("patience", "stop_on_alarm") if heldout[key]
+    ]
+    if not heldout["enabled"] and stops:
+        where = recipe.origins.get("heldout.enabled", "the recipe")
+        keys = " and ".join(s.split("=")[0] for s in stops)
+        return [
+            (
+                f"{' and '.join(stops)} stop the run on what held-out evaluations see, but heldout.enabled=false "
+                f"(in {where}) turns them off, and the alarms with them. Set heldout.enabled=true, or drop {keys}."
+            )
+        ]
     if not heldout["enabled"] or heldout["every_steps"] is None or every % heldout["every_steps"] == 0:
         return []
     where = recipe.origins.get("heldout.every_steps", "the recipe")
