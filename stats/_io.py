@@ -11,6 +11,9 @@ from common.files import usual_permissions
 from stats.records import InputError
 
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
+# Every file these commands write carries this mark (a figure's metadata, a Markdown comment): a file without it
+# is someone else's, and is never written over.
+MARK = "grpo-recipes stats"
 
 
 def check_output_path(
@@ -43,10 +46,22 @@ def check_output_path(
         )
     if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise InputError(f"{option} {path} cannot be written (no permission); choose another output path.")
+    if _foreign(path):
+        raise InputError(
+            f"{option} {path} exists and was not written by this command (it would be replaced); choose another "
+            "output path, or move that file away first."
+        )
     return path
 
 
+def _foreign(path: Path) -> bool:
+    """A file there that these commands did not write (it lacks ``MARK``)."""
+    return path.is_file() and MARK.encode() not in path.read_bytes()
+
+
 def _write_atomic(path: Path, write: Callable[[str], None]) -> None:
+    if _foreign(path):  # also for callers that skipped check_output_path (the notebooks call plot_curves)
+        raise InputError(f"{path} exists and was not written by grpo-recipes' stats; choose another path.")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
     os.close(fd)
     try:
@@ -66,4 +81,6 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def save_figure_atomic(fig, path: str | Path) -> None:
     """Save a matplotlib figure atomically; the format follows the file suffix."""
     path = Path(path)
-    _write_atomic(path, lambda tmp: fig.savefig(tmp, format=path.suffix.lstrip(".").lower(), dpi=120))
+    kind = path.suffix.lstrip(".").lower()
+    mark = {"Software": MARK} if kind == "png" else {"Creator": MARK}  # PDF and SVG name a creator
+    _write_atomic(path, lambda tmp: fig.savefig(tmp, format=kind, dpi=120, metadata=mark))

@@ -13,7 +13,7 @@ import re
 from fractions import Fraction
 from pathlib import Path
 
-from stats._io import write_text_atomic
+from stats._io import MARK, write_text_atomic
 from stats.records import ModelRecords
 
 DEFINITION = (
@@ -99,6 +99,8 @@ def build_swaps(baseline: ModelRecords, tuned: ModelRecords, ids: list[str], exa
 
     lines = [
         f"# Swap report: {tuned.path} (tuned) vs {baseline.path} (baseline)",
+        "",
+        f"<!-- {MARK}: python -m stats.compare --swaps writes this file again on each run -->",
         "",
         DEFINITION,
         "",

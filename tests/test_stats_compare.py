@@ -12,10 +12,11 @@ import sys
 import pytest
 from _stats_helpers import REPO, outcomes_from_counts, run_cli, write_records
 
+from stats._io import write_text_atomic
 from stats.analysis import compare_models
 from stats.compare import main
 from stats.plots import draw_comparison
-from stats.records import load_records, pair_questions
+from stats.records import InputError, load_records, pair_questions
 
 BASE_73 = [5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 3, 4]
 TUNED_92 = [5] * 12 + [4] * 8
@@ -140,6 +141,24 @@ def test_an_output_never_replaces_an_input_or_a_folder(capsys, tmp_path):
     (tmp_path / "plots.png").mkdir()
     code, out, err = _run(capsys, base, tuned, "--plot", tmp_path / "plots.png")
     assert code == 2 and "is a folder; give a file path" in err and out == ""
+
+
+@pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg", ".md"])
+def test_an_output_replaces_only_a_file_this_command_wrote(capsys, tmp_path, suffix):
+    base = write_records(tmp_path / "base.jsonl", {"q1": [True], "q2": [False]})
+    tuned = write_records(tmp_path / "tuned.jsonl", {"q1": [True], "q2": [True]})
+    option = "--swaps" if suffix == ".md" else "--plot"
+    theirs = tmp_path / f"notes{suffix}"
+    theirs.write_text("someone's own file")
+    code, out, err = _run(capsys, base, tuned, option, theirs)
+    assert code == 2 and f"{option} {theirs} exists and was not written by this command" in err and out == ""
+    assert theirs.read_text() == "someone's own file"
+    ours = tmp_path / f"ours{suffix}"
+    assert _run(capsys, base, tuned, option, ours)[0] == 0
+    assert _run(capsys, base, tuned, option, ours)[0] == 0  # its own output, written again
+    with pytest.raises(InputError, match="exists and was not written by grpo-recipes' stats"):
+        write_text_atomic(theirs, "replaced")  # the writer checks too, for callers that skip the command line
+    assert theirs.read_text() == "someone's own file"
 
 
 def test_duplicate_sample_is_an_error(capsys, tmp_path, reference_files):
