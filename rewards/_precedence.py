@@ -41,6 +41,8 @@ DEFAULT_PRECEDENCE = ("boxed", "hash", "answer_tag", "phrase", "last_number")
 _MAX_CANDIDATES = 8
 _OPEN_TAG = re.compile(r"<answer>", re.IGNORECASE)
 _CLOSE_TAG = re.compile(r"</answer>", re.IGNORECASE)
+# A "####" line that starts with a number and holds no word: an answer line, even when it cannot be read.
+_UNREADABLE_NUMBER = re.compile(r"[\s*_]*\\?\$?\s*[-+]?\.?[0-9](?!.*[A-Za-z]{3})")
 _PHRASE = re.compile(r"\banswer\b[\s*_]{0,4}(?:is\b|:|=)", re.IGNORECASE)
 
 
@@ -73,6 +75,8 @@ def _from_hash(text: str, read: Reader) -> tuple[int, str] | None:
         answer = read(match.group(1), strict=True)
         if answer is not None:
             return match.start(), answer
+        if _UNREADABLE_NUMBER.match(match.group(1)):  # "#### 3:30", "#### 2,5": an answer, not a heading
+            return match.start(), HEDGED  # no answer, rather than the last number of that line
     return None
 
 

@@ -143,6 +143,16 @@ CASES = [
     ("last-number-big", "In total she pays $1,234,567.89 for the house.", "1234567.89", "1234567.89", True),
     ("last-number-percent", "The discount is 25%.", "25", "25", True),
     ("last-number-negative", "Solving gives x = \u22125.", "-5", "-5", True),
+    # working after the answer: the answer, not the working's last number
+    ("hash-with-working", LLAMA_STEPS + "#### 18 (20-2)", "18", "18", True),
+    ("tag-with-working", "<answer>18 (20 - 2)</answer>", "18", "18", True),
+    ("phrase-with-working", "The answer is 18 (because 20 - 2 = 18).", "18", "18", True),
+    ("phrase-then-more", "The answer is 18. Then 4 + 5 = 9.", "18", "18", True),
+    ("hedge-in-parentheses", "#### 17 (or 18)", "18", None, False),
+    # an answer line that cannot be read is no answer, not its last number
+    ("hash-time", "It takes 2 hours.\n#### 3:30", "30", None, False),
+    ("hash-decimal-comma", "#### 2,5", "5", None, False),
+    ("hash-numbered-heading", "#### 1. Setup\nShe has 18 left.", "18", "18", True),
     # nothing to grade
     ("no-number", "I'm not sure how to solve this problem.", "18", None, False),
     ("empty", "", "18", None, False),
