@@ -5,7 +5,8 @@ drop rules). The first rule that finds an answer wins; within a rule, the last c
 
 1. ``boxed``: the last balanced ``\boxed{...}`` (nested braces fine; an unclosed one is skipped).
 2. ``hash``: the last ``#### n`` whose rest of line is an answer (markdown headings such as
-   ``#### Step 1: ...`` are not answers and are skipped).
+   ``#### Step 1: ...`` are not answers and are skipped; a line that starts with a number but cannot be read,
+   ``#### 3:30``, is no answer rather than a cue to look elsewhere).
 3. ``answer_tag``: the last ``<answer>...</answer>``, or an unclosed ``<answer>`` running to the end.
 4. ``phrase``: the last "the answer is ..." / "Answer: ..." with an answer on its line (or the next
    non-blank line when its own line is empty).
