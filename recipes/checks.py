@@ -12,6 +12,7 @@ import logging
 import math
 import os
 
+from common.suggestions import did_you_mean
 from recipes.planner.shapes import SUPPORTED_MODEL_TYPES, lora_targets, shape_of
 from recipes.recipe import Recipe, RecipeError
 
@@ -43,6 +44,23 @@ TRACKERS = {
     "wandb": ("wandb", "wandb"),
     "trackio": ("trackio", "trackio"),
 }
+
+
+def _unknown_trackers(recipe: Recipe) -> list[str]:
+    """One line per trainer.report_to name transformers does not know (it raised after the model had loaded).
+    Run time only: transformers' integrations take seconds to import, which --print should not pay."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    report_to = recipe.config["trainer"]["report_to"]
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    known = ["none", "all", *INTEGRATION_TO_CALLBACK]
+    where = recipe.origins.get("trainer.report_to", "the recipe")
+    return [
+        f"trainer.report_to: {name!r} in {where} is not a tracker transformers knows.{did_you_mean(name, known)} "
+        f"Available: {', '.join(known)}."
+        for name in names
+        if name not in known
+    ]
 
 
 def _missing_trackers(recipe: Recipe) -> list[str]:
@@ -88,6 +106,16 @@ def check_combinations(recipe: Recipe) -> None:
             f"{steps_per_generation} x num_iterations {t['num_iterations']}) = {cycle / accumulation:g} "
             f"optimizer steps, and a resumed run would not see the batch the saved one had. Use a multiple of "
             f"{step}, e.g. {max(step, every - every % step)}."
+        )
+    from recipes.builtin import BUILTIN_PREFIX, BUILTINS
+
+    name = recipe.config["model"]["name_or_path"]
+    if name.startswith(BUILTIN_PREFIX) and name.removeprefix(BUILTIN_PREFIX) not in BUILTINS:
+        names = [BUILTIN_PREFIX + n for n in BUILTINS]
+        errors.append(
+            f"model.name_or_path: unknown built-in model {name!r} (in "
+            f"{where.get('model.name_or_path', 'the recipe')}).{did_you_mean(name, names)} Available: "
+            f"{', '.join(names)}."
         )
     if recipe.config["model"]["quantization"] != "none" and importlib.util.find_spec("bitsandbytes") is None:
         errors.append(
@@ -255,9 +283,9 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
             f"data.max_prompt_tokens ({prompt}) + trainer.max_completion_length ({completion}) = "
             f"{prompt + completion} tokens, but {m['name_or_path']} holds at most {context}. Lower one of them."
         )
-    if (
-        getattr(model_config, "model_type", None) in SUPPORTED_MODEL_TYPES
-    ):  # the layers the planner knows: check the targets
+    errors += _unknown_trackers(recipe)
+    # The layers the planner knows: check the LoRA targets against them.
+    if getattr(model_config, "model_type", None) in SUPPORTED_MODEL_TYPES:
         try:
             lora_targets(shape_of(model_config), recipe.config["lora"]["target_modules"])
         except RecipeError as e:

@@ -191,6 +191,13 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
         (["trainer"], "Malformed override 'trainer': expected section.key=value"),
         (["=3"], "Malformed override '=3'"),
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
+        (
+            ["model.name_or_path=builtin:tiny-lama"],
+            (
+                "unknown built-in model 'builtin:tiny-lama' (in command-line override "
+                "'model.name_or_path=builtin:tiny-lama'). Did you mean builtin:tiny-llama?"
+            ),
+        ),
         (["rewards=[{name: corectness}]"], "unknown reward 'corectness'. Did you mean 'correctness'?"),
         (
             ["trainer.per_device_train_batch_size=5"],
@@ -316,6 +323,18 @@ def test_bf16_without_a_gpu_fails_before_the_model_loads():
     ):
         checks.check_environment(tiny, config, cuda_available=False)
     checks.check_environment(recipe, config, cuda_available=True)  # the same recipe is fine on a GPU
+
+
+def test_a_tracker_transformers_does_not_know_is_refused_before_the_weights_load():
+    recipe = load_recipe("gsm8k_tiny", ["trainer.report_to=tensorbord"])
+    config = SimpleNamespace(max_position_embeddings=2048)
+    with pytest.raises(
+        RecipeError, match="'tensorbord' in command-line .* not a tracker .* Did you mean tensorboard"
+    ):
+        checks.check_environment(recipe, config, cuda_available=False)
+    checks.check_environment(
+        load_recipe("gsm8k_tiny", ["trainer.report_to=none"]), config, cuda_available=False
+    )
 
 
 def test_lora_targets_that_match_no_layer_are_refused_before_the_weights_load():
