@@ -43,10 +43,21 @@ def _import(module_name: str):
     The file's folder goes on ``sys.path`` so the module has a plain name: TRL pickles rewards by module name.
     """
     if not module_name.endswith(".py"):
-        return importlib.import_module(module_name)
+        try:
+            return importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            top = module_name.split(".")[0]
+            if e.name != top or not (Path(f"{top}.py").is_file() or Path(top, "__init__.py").is_file()):
+                raise
+            raise ImportError(
+                f"{e}; {top} is in the working folder, which `python recipes/run.py` does not put on Python's "
+                f"path: write the file's path ({module_name.replace('.', '/')}.py:...), or run with PYTHONPATH=."
+            ) from None
     file = Path(module_name).expanduser().resolve()
     if not file.is_file():
-        raise ImportError(f"no file {file}")
+        raise ImportError(
+            f"no file {file}: a plug-in file's path is relative to the working folder, {Path.cwd()}"
+        )
     if str(file.parent) not in sys.path:
         sys.path.insert(0, str(file.parent))
     module = importlib.import_module(file.stem)

@@ -228,6 +228,22 @@ def test_numpy_numbers_and_bools_are_rewards_as_trl_reads_them():
     assert [float(v) for v in funcs[0](completions=[[], []])] == [1.0, 0.5]
 
 
+def test_a_plugin_in_the_working_folder_says_how_to_name_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cwd_rewards.py").write_text(
+        "def brevity(completions, **kwargs):\n    return [0.0] * len(completions)\n"
+    )
+    with pytest.raises(
+        RewardSpecError, match=r"cwd_rewards is in the working folder, .* \(cwd_rewards\.py:\.\.\.\)"
+    ):
+        build_rewards([{"path": "cwd_rewards:brevity"}])
+    with pytest.raises(
+        RewardSpecError, match=rf"no file {tmp_path}/nope\.py: a plug-in file's path is relative to"
+    ):
+        build_rewards([{"path": "nope.py:brevity"}])
+    assert build_rewards([{"path": "cwd_rewards.py:brevity"}])[0][0].__name__ == "brevity"
+
+
 def test_a_plugin_file_that_raises_on_import_is_one_line_naming_it(tmp_path):
     (tmp_path / "broken_rewards.py").write_text("import numpy\nraise RuntimeError('API key missing')\n")
     with pytest.raises(
