@@ -120,7 +120,11 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
                     f"trainer.{key} in {where} is the old name of trainer.{new}: write {new} instead."
                 )
                 continue
-            hint = _other_home(key, name) or did_you_mean(key, specs, prefix=name + ".")
+            alias = schema.KEY_ALIASES.get(f"{name}.{key}")
+            hint = (
+                f" Did you mean {name}.{alias}?" if alias
+                else _other_home(key, name) or did_you_mean(key, specs, prefix=name + ".")
+            )  # fmt: skip
             errors.append(f"Unknown key {name}.{key} in {where}.{hint}")
             continue
         if SECRET_KEY.search(f"{name}.{key}") and value is not None:
@@ -134,7 +138,11 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             choices = [str(c).lower() if isinstance(c, bool) else c for c in spec.choices]  # YAML's spelling
             errors.append(
                 f"{name}.{key} in {where} must be one of {', '.join(choices)}, got {value!r}."
-                f"{did_you_mean(value, choices)}"
+                + (
+                    f" Did you mean {schema.VALUE_ALIASES[value]}?"
+                    if isinstance(value, str) and schema.VALUE_ALIASES.get(value) in choices
+                    else did_you_mean(value, choices)
+                )
             )
         elif (rule := schema.RANGES.get(f"{name}.{key}")) and not rule[0](value):
             errors.append(f"{name}.{key} in {where} must be {rule[1]}, got {value!r}.")

@@ -165,8 +165,8 @@ def train(recipe) -> Path:
             if state.is_main_process:
                 write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
                 logger.info(
-                    "Recipe %s, resolved in full in %s (python recipes/run.py %s --print shows it)",
-                    recipe.name, output_dir / "recipe.yaml", recipe.name,
+                    "Recipe %s, resolved in full in %s (the same command with --print shows it)",
+                    recipe.name, output_dir / "recipe.yaml",
                 )  # fmt: skip
                 logger.debug("Resolved recipe %s:\n%s", recipe.name, recipe.to_yaml())
             heldout = heldout_callback(recipe, questions, plan.resume_from)

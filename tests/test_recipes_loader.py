@@ -192,6 +192,15 @@ def test_base_composition_merges_mappings_and_replaces_lists(tmp_path):
         (["=3"], "Malformed override '=3'"),
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
         (
+            ["lora.rank=8"],
+            "Unknown key lora.rank in command-line override 'lora.rank=8'. Did you mean lora.r?",
+        ),
+        (
+            ["model.dtype=fp32"],
+            "must be one of bfloat16, float16, float32, auto, got 'fp32'. Did you mean float32?",
+        ),
+        (["model.dtype=[fp32]"], "must be one of bfloat16, float16, float32, auto, got ['fp32']."),
+        (
             ["model.name_or_path=builtin:tiny-lama"],
             (
                 "unknown built-in model 'builtin:tiny-lama' (in command-line override "
