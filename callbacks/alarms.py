@@ -128,8 +128,12 @@ def _paired_change(
 
 
 def _recent_mean(series: dict[int, float], step: int, window: int) -> float | None:
-    """Mean of the last ``window`` logged values at or before ``step``, or None when none is logged."""
-    values = [value for logged, value in sorted(series.items()) if logged <= step][-window:]
+    """Mean of the last ``window`` logged values at or before ``step``; before the first logged value (step 0, the
+    model before training), the first ``window`` values: the nearest the log has. None when none is logged."""
+    ordered = sorted(series.items())
+    values = [value for logged, value in ordered if logged <= step][-window:]
+    if step == 0:
+        values = [value for _, value in ordered[:window]]
     return statistics.fmean(values) if values else None
 
 

@@ -2,7 +2,8 @@
 
     heldout: {enabled: true, questions: 100, samples: 2}      # in a recipe; recipes/run.py builds the callback
 
-Every ``every_steps`` steps and at the end, the policy answers the same held-out questions with the same seeds
+Before the first step (step 0: the model before training, the baseline every later step is read against),
+every ``every_steps`` steps and at the end, the policy answers the same held-out questions with the same seeds
 (recipes/evaluation/live.py). Records go to ``OUTPUT_DIR/heldout/step-N.jsonl`` (evaluate.py's schema, so
 ``python -m stats.compare`` compares any two steps); ``heldout/accuracy`` and its 95% interval go to the
 trainer's log (trainer_state.json, and any ``report_to`` tracker); the history (``heldout/history.json``, and a
@@ -91,8 +92,19 @@ class HeldoutCallback(TrainerCallback):
         self.trainer = trainer
 
     def on_train_begin(self, args, state, control, **kwargs):
-        """Move aside the records of evaluations this run's history does not hold: a crashed launch evaluated
-        past the checkpoint this one resumes from, and its ``step-N.jsonl`` would pass for this run's."""
+        """Evaluate the model before training (step 0) in a new run, after moving aside the records of evaluations
+        this run's history does not hold (a crashed launch evaluated past the checkpoint this one resumes from,
+        and its ``step-N.jsonl`` would pass for this run's)."""
+        self._move_stale_records(state)
+        if state.global_step == 0 and not self.history["evaluations"]:
+            entry = self._evaluate(state, 0)
+            entry["saved"] = False  # the base model: no checkpoint, never OUTPUT_DIR/best
+            self._log(entry, control, state.is_world_process_zero)
+            if state.is_world_process_zero:
+                write_text_atomically(self.output_dir / "heldout" / "history.json", json.dumps(self.history))
+        return control
+
+    def _move_stale_records(self, state) -> None:
         folder, kept = self.output_dir / "heldout", {e["records"] for e in self.history["evaluations"]}
         stale = [f for f in folder.glob("step-*.jsonl") if f"heldout/{f.name}" not in kept]
         if not state.is_world_process_zero or not stale:
@@ -113,16 +125,7 @@ class HeldoutCallback(TrainerCallback):
             return
         if any(e["step"] == step for e in self.history["evaluations"]):
             return
-        start = time.monotonic()
-        records = evaluate_live(self.trainer, self.plan, step)
-        entry = summarize(records, step, self._reward_since(state.log_history))
-        entry["seconds"] = round(
-            time.monotonic() - start, 3
-        )  # what it costs the run (benchmarks/heldout_cost.py)
-        self.history["evaluations"].append(entry)
-        if state.is_world_process_zero:
-            text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-            write_text_atomically(self.output_dir / entry["records"], text)
+        entry = self._evaluate(state, step)
         alarms = check_alarms(self.history, state.log_history, self.alarms)
         self.history["alarms"] += [alarm.as_record() for alarm in alarms]
         reasons = [f"alarm {a.kind}: {a.message}" for a in alarms if self.stop_on_alarm] + self._plateau()
@@ -144,6 +147,20 @@ class HeldoutCallback(TrainerCallback):
         if state.is_world_process_zero:
             write_text_atomically(self.output_dir / "heldout" / "history.json", json.dumps(self.history))
         return control
+
+    def _evaluate(self, state, step: int) -> dict:
+        """Evaluate the policy now; its entry goes into the history and its records to ``heldout/step-N.jsonl``."""
+        start = time.monotonic()
+        records = evaluate_live(self.trainer, self.plan, step)
+        entry = summarize(records, step, self._reward_since(state.log_history))
+        entry["seconds"] = round(
+            time.monotonic() - start, 3
+        )  # what it costs the run (benchmarks/heldout_cost.py)
+        self.history["evaluations"].append(entry)
+        if state.is_world_process_zero:
+            text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+            write_text_atomically(self.output_dir / entry["records"], text)
+        return entry
 
     def on_save(self, args, state, control, **kwargs):
         # Runs before SealCallback: the checkpoint's manifest covers its history, which resume reads back.
@@ -181,7 +198,8 @@ class HeldoutCallback(TrainerCallback):
         logger.info(
             "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; %s",
             entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"],
-            entry["seconds"], 100 * entry["unparseable"], best_text(self.history["evaluations"]),
+            entry["seconds"], 100 * entry["unparseable"],
+            best_text(self.history["evaluations"]) if entry["step"] else "the model before training",
         )  # fmt: skip
 
     def _mark_best(self, state, entry: dict) -> None:

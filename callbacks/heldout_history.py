@@ -62,7 +62,8 @@ def best_text(evaluations: list[dict]) -> str:
         return text
     saved = best_by_accuracy([e for e in evaluations if e.get("saved", True)], rank)
     checkpoint = f"step {saved['step']}, {saved['accuracy']:.1%}" if saved else "none yet"
-    return f"{text} (not a checkpoint; the best checkpoint: {checkpoint})"
+    what = "before training" if best["step"] == 0 else "not a checkpoint"
+    return f"{text} ({what}; the best checkpoint: {checkpoint})"
 
 
 def resumed_at(history: dict) -> int | None:

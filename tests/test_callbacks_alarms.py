@@ -110,6 +110,14 @@ def test_without_evaluation_rewards_the_training_log_reward_decides():
     assert check_alarms(history, [], SETTINGS) == []  # no reward anywhere: the rise is unknown
 
 
+def test_a_fall_below_the_model_before_training_reads_its_reward_from_the_first_logged_steps():
+    """Step 0 (the base model) has no training reward: the first logged rewards are the nearest."""
+    history = _history(_evaluation(0, PEAK), _evaluation(300, FALLEN))
+    alarm = check_alarms(history, _series("reward", [0.1, 0.1, 0.1, 0.9, 0.9, 0.9], every=50), SETTINGS)[0]
+    assert alarm.kind == "reward_hacking" and alarm.steps == (0, 300) and "rose 0.10 -> 0.90" in alarm.message
+    assert check_alarms(history, _series("reward", [0.9] * 6, every=50), SETTINGS) == []  # reward flat
+
+
 def test_only_questions_both_evaluations_share_are_paired():
     latest = _evaluation(300, FALLEN + [4] * 10, reward=2.0)
     latest["per_question"] = {f"q{i}": row for i, row in enumerate(latest["per_question"].values())}

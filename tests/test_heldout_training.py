@@ -99,8 +99,8 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     out = tmp_path / "run"
     launch(out, "trainer.max_steps=20")
     first = history(out)
-    assert [e["step"] for e in first["evaluations"]] == [10, 20]
-    for step in (10, 20):
+    assert [e["step"] for e in first["evaluations"]] == [0, 10, 20]  # 0: the model before training
+    for step in (0, 10, 20):
         records = load_records(
             out / "heldout" / f"step-{step}.jsonl"
         )  # evaluate.py's schema, as stats reads it
@@ -111,19 +111,19 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     (out / "heldout" / "step-25.jsonl").write_text(stale)
     result = launch(out, "trainer.max_steps=30")
     resumed = history(out)
-    assert [e["step"] for e in resumed["evaluations"]] == [10, 20, 30]
+    assert [e["step"] for e in resumed["evaluations"]] == [0, 10, 20, 30]
     assert not (out / "heldout" / "step-25.jsonl").exists() and "held-out records file(s)" in result.stderr
     (moved,) = (out / "heldout" / "superseded").glob("*/step-25.jsonl")
     assert moved.read_text() == stale and (out / "heldout" / "step-20.jsonl").read_text() == stale
-    assert resumed["evaluations"][:2] == first["evaluations"]
+    assert resumed["evaluations"][:3] == first["evaluations"]
     state = json.loads((out / "trainer_state.json").read_text())
-    best = max(resumed["evaluations"], key=lambda e: (e["accuracy"], -e["step"]))
+    best = max((e for e in resumed["evaluations"] if e["saved"]), key=lambda e: (e["accuracy"], -e["step"]))
     assert state["best_model_checkpoint"] == str(out / f"checkpoint-{best['step']}")
     assert state["best_metric"] == best["accuracy"]
     assert (out / f"checkpoint-{best['step']}").is_dir()  # local rotation keeps the best
     # Each checkpoint's manifest records its held-out accuracy, and OUTPUT_DIR/best names the best one.
     manifest = json.loads((out / "checkpoint-30" / "manifest.json").read_text())
-    assert manifest["heldout"]["accuracy"] == resumed["evaluations"][2]["accuracy"]
+    assert manifest["heldout"]["accuracy"] == resumed["evaluations"][3]["accuracy"]
     assert json.loads((out / "best").read_text())["checkpoint"] == f"checkpoint-{best['step']}"
     assert fetch_checkpoint(out / "best") == out / f"checkpoint-{best['step']}"
 
@@ -139,7 +139,7 @@ def test_evaluations_between_checkpoints_are_marked_and_best_names_a_saved_one(t
     ]
     train(load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}", *overrides]))
     evaluations = history(out)["evaluations"]
-    assert [(e["step"], e["saved"]) for e in evaluations] == [(2, False), (4, True)]
+    assert [(e["step"], e["saved"]) for e in evaluations] == [(0, False), (2, False), (4, True)]
     state = json.loads((out / "trainer_state.json").read_text())
     assert state["best_model_checkpoint"] == str(out / "checkpoint-4")
     assert f"; {best_text(evaluations)}." in (out / "README.md").read_text()
@@ -155,7 +155,10 @@ def test_a_held_out_plateau_ends_the_run_after_patience_evaluations(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     stopped = history(out)["stopped"]
-    assert stopped["step"] == 12 and stopped["reason"].startswith("heldout/accuracy plateaued")
-    assert [e["step"] for e in history(out)["evaluations"]] == [4, 8, 12]
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 12
-    assert "Ending the run at step 12, saving checkpoint-12 first" in result.stderr
+    # Nothing beats the model before training (step 0): two evaluations later, the run ends.
+    assert stopped["step"] == 8 and stopped["reason"].startswith("heldout/accuracy plateaued")
+    assert "did not beat its best 0.0% at step 0" in stopped["reason"]
+    assert [e["step"] for e in history(out)["evaluations"]] == [0, 4, 8]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 8
+    assert "Ending the run at step 8, saving checkpoint-8 first" in result.stderr
+    assert "held-out step 0: accuracy 0.0%" in result.stderr and "the model before training" in result.stderr

@@ -276,6 +276,7 @@ def test_the_heldout_entry_carries_the_reward_of_the_step_it_evaluates(tmp_path)
     logged = {e["step"]: e["reward"] for e in state(out)["log_history"] if "reward" in e}
     entries = json.loads((out / "heldout" / "history.json").read_text())["evaluations"]
     assert [(e["step"], e["reward"]) for e in entries] == [
+        (0, None),  # the model before training: no training reward yet
         (4, pytest.approx(logged[4])),
         (8, pytest.approx(logged[8])),
     ]
