@@ -151,9 +151,8 @@ def _from_log(log_history: list[dict], source: str) -> HeldoutHistory | None:
     for step in sorted(accuracy):
         since = [value for s, value in reward.items() if previous < s <= step]
         mean = sum(since) / len(since) if since else None
-        evaluations.append(
-            Evaluation(step, accuracy[step], low.get(step), high.get(step), unparseable.get(step), mean)
-        )
+        values = (accuracy[step], low.get(step), high.get(step), unparseable.get(step), mean)
+        evaluations.append(Evaluation(step, *values, saved=step > 0))  # step 0: the model before training
         previous = step
     return HeldoutHistory(source=f"{source} (heldout/* metrics)", evaluations=tuple(evaluations))
 
