@@ -6,22 +6,29 @@ nor the recipe; ``run.py`` writes this one over it, in the output folder the run
 
 from __future__ import annotations
 
-# Logged metrics worth a line in the card, in order, with their labels.
+# Logged metrics worth a line in the card, in order, with their labels; every reward's mean (a plug-in's too)
+# comes after the total, as TRL logs it (rewards/<name>/mean, before its weight).
 METRICS = {
-    "reward": "mean total reward",
-    "rewards/correctness/mean": "mean correctness reward",
-    "rewards/format/mean": "mean format reward",
+    "reward": "mean total reward (weighted)",
     "completions/mean_length": "mean completion length (tokens)",
     "kl": "KL to the base",
 }
 
 
+def _label(key: str) -> str | None:
+    if key in METRICS:
+        return METRICS[key]
+    name = key.removeprefix("rewards/").removesuffix("/mean")
+    return f"mean {name} reward" if key == f"rewards/{name}/mean" else None
+
+
 def final_metrics(log_history: list[dict]) -> tuple[int | None, dict]:
-    """The step of the last logged training metrics, and those of METRICS it has."""
+    """The step of the last logged training metrics, and their card lines (label: value), total reward first."""
     for entry in reversed(log_history):
-        found = {key: entry[key] for key in METRICS if key in entry}
-        if found:
-            return entry.get("step"), found
+        keys = [k for k in METRICS if k in entry]
+        keys[1:1] = sorted(k for k in entry if k not in METRICS and _label(k))  # each reward after the total
+        if keys:
+            return entry.get("step"), {_label(k): entry[k] for k in keys}
     return None, {}
 
 
@@ -45,6 +52,8 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
         ),
         "",
     ]
+    for alarm in history.get("alarms") or []:
+        lines += [f"Alarm {alarm['kind']} at step {alarm['steps'][-1]}: {alarm.get('message', '')}", ""]
     for stop in history.get("resumed_stops") or []:
         lines += [
             f"The run was stopped at step {stop['step']} ({stop['reason']}) and then resumed past it.",
@@ -99,7 +108,7 @@ def model_card(recipe, log_history: list[dict], output_dir: str, history: dict |
     ]
     if metrics:
         lines += [f"Final training metrics (step {step}):", ""]
-        lines += [f"- {METRICS[key]}: {value:.4g}" for key, value in metrics.items()]
+        lines += [f"- {label}: {value:.4g}" for label, value in metrics.items()]
         lines.append("")
     lines += heldout_lines(history, output_dir)
     lines += [

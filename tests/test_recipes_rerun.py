@@ -48,6 +48,25 @@ def test_the_model_card_names_the_base_recipe_data_and_final_metrics(finished):
     assert "Held-out accuracy (4 questions x 2 samples, never trained on): " in card
 
 
+def test_the_model_card_gives_every_rewards_mean_a_plugins_too():
+    from recipes.model_card import final_metrics
+
+    logged = {
+        "step": 8,
+        "reward": 0.5,
+        "rewards/correctness/mean": 0.4,
+        "rewards/brevity/mean": -0.2,
+        "kl": 0.01,
+    }
+    step, metrics = final_metrics([{"step": 9, "heldout/accuracy": 0.3}, logged])
+    assert step == 8 and list(metrics.items()) == [
+        ("mean total reward (weighted)", 0.5),
+        ("mean brevity reward", -0.2),
+        ("mean correctness reward", 0.4),
+        ("KL to the base", 0.01),
+    ]
+
+
 def test_the_model_card_says_when_the_run_stopped_early_and_the_adapter_is_not_the_best():
     from recipes.model_card import heldout_lines
 
@@ -55,8 +74,10 @@ def test_the_model_card_says_when_the_run_stopped_early_and_the_adapter_is_not_t
     history = {
         "evaluations": [{**entry, "step": 20, "accuracy": 0.3}, {**entry, "step": 40, "accuracy": 0.25}],
         "stopped": {"step": 40, "reason": "no new best in 1 evaluations"},
+        "alarms": [{"kind": "kl_spike", "steps": [20, 40], "message": "kl rose 9x"}],
     }
     text = "\n".join(heldout_lines(history, "outputs/run"))
+    assert "Alarm kl_spike at step 40: kl rose 9x" in text
     assert (
         "Held-out accuracy (50 questions x 4 samples, never trained on): 25.0% at step 40; best 30.0% at step 20."
         in text
