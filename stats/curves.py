@@ -74,6 +74,15 @@ def _panels(history: list[dict], heldout: HeldoutHistory | None) -> list[tuple[s
     def single(key: str, label: str):
         return lambda ax: [] if _line(ax, metric_series(history, key), label) else [key]
 
+    def share(key: str, label: str):
+        def draw(ax) -> list[str]:
+            if not _line(ax, metric_series(history, key), label):
+                return [key]
+            ax.set_ylim(0, min(1.0, max(0.05, ax.get_ylim()[1])))  # a share from 0: 0.2% -> 0.5% is no surge
+            return []
+
+        return draw
+
     def length(ax) -> list[str]:
         mean = metric_series(history, "completions/mean_length")
         if not _line(ax, mean, "mean", color="tab:purple"):
@@ -82,17 +91,18 @@ def _panels(history: list[dict], heldout: HeldoutHistory | None) -> list[tuple[s
             metric_series(history, "completions/min_length"),
             metric_series(history, "completions/max_length"),
         )
-        _band(ax, low, high, "min-max over the step's completions", "tab:purple")
+        # TRL averages each logged metric over the steps since the last log: a band of per-step extremes.
+        _band(ax, low, high, "min-max of a step's completions (averaged per log)", "tab:purple")
         return []
 
     return [
         ("Reward", reward),
         ("Held-out accuracy", lambda ax: draw_heldout(ax, heldout, metric_series(history, "reward"))),
-        ("Reward by function (mean)", per_reward),
+        ("Reward by function (mean, before weights)", per_reward),
         ("Loss", single("loss", "loss")),
         ("KL to the reference model", single("kl", "kl")),
         ("Completion length (tokens)", length),
-        ("Share of completions clipped at max length", single("completions/clipped_ratio", "clipped share")),
+        ("Share of completions clipped at max length", share("completions/clipped_ratio", "clipped share")),
     ]
 
 

@@ -61,10 +61,12 @@ def test_panels_show_data_bands_checkpoints_and_not_logged(run_dir):
     for ax in fig.axes:
         if ax.lines:  # every panel with data marks both checkpoints
             assert sorted(line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":") == [3, 10]
-    per_reward = axes["Reward by function (mean)"]
+    per_reward = axes["Reward by function (mean, before weights)"]
     assert {"correctness", "format"} <= {line.get_label() for line in per_reward.lines}
     length_labels = [t.get_text() for t in axes["Completion length (tokens)"].get_legend().get_texts()]
-    assert "min-max over the step's completions" in length_labels
+    assert "min-max of a step's completions (averaged per log)" in length_labels
+    low, high = axes["Share of completions clipped at max length"].get_ylim()
+    assert low == 0 and 0.05 <= high <= 1  # a share is read from 0, not from its own smallest value
 
 
 def test_reward_without_std_says_so(run_dir):
