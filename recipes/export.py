@@ -43,6 +43,45 @@ def base_model_section(adapter: Path) -> dict:
     return {"name_or_path": base, "dtype": "auto", "revision": None, "trust_remote_code": False}
 
 
+def merged_card(name: str, source: str, base: str, folder: Path) -> str:
+    """The merged model's README: its base (Hub front matter), which adapter was merged, and the held-out
+    accuracy of the step merged beside the model's before training, when the run's history has them."""
+    import json
+
+    from callbacks.heldout_history import HISTORY_NAME, read_history
+
+    lines = [
+        "---",
+        f"base_model: {base}",
+        "tags: [grpo, trl, grpo-recipes, merged-lora]",
+        "---",
+        "",
+        f"# {name}",
+        "",
+    ]
+    lines += [
+        (
+            f"The LoRA adapter at {source} merged into `{base}` by grpo-recipes (`python recipes/export.py`). Loads "
+            "with `AutoModelForCausalLM.from_pretrained`, no peft needed."
+        ),
+        "",
+    ]
+    state = folder / "trainer_state.json"
+    history = read_history(folder / HISTORY_NAME) or read_history(folder / "heldout" / "history.json")
+    step = json.loads(state.read_text(encoding="utf-8"))["global_step"] if state.is_file() else None
+    at = {e["step"]: e for e in (history or {}).get("evaluations", [])}
+    if step in at:
+        before = f"; the model before training: {at[0]['accuracy']:.1%}" if 0 in at else ""
+        lines += [
+            (
+                f"Held-out accuracy at step {step} ({at[step]['questions']} questions x {at[step]['samples']} "
+                f"samples, never trained on): {at[step]['accuracy']:.1%}{before}."
+            ),
+            "",
+        ]
+    return "\n".join(lines)
+
+
 def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = None) -> Path:
     """Merge ``adapter`` (a folder or checkpoint URI) into its base and save the plain model to ``out``.
 
@@ -76,12 +115,8 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
         merged = PeftModel.from_pretrained(base, str(folder)).merge_and_unload()
         merged.save_pretrained(tmp)
         load_tokenizer(model_section).save_pretrained(tmp)
-        (tmp / "README.md").write_text(
-            f"# {out.name}\n\nThe LoRA adapter at {source} merged into `{model_section['name_or_path']}` by "
-            f"grpo-recipes (`python recipes/export.py`). Loads with `AutoModelForCausalLM.from_pretrained`, no "
-            "peft needed.\n",
-            encoding="utf-8",
-        )
+        card = merged_card(out.name, source, model_section["name_or_path"], folder)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
 
     return write_folder_atomically(out, save)
 

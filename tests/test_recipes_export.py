@@ -83,3 +83,27 @@ def test_export_of_a_run_without_a_final_adapter_says_which_checkpoint_it_merged
     out = export(run, tmp_path / "merged")
     assert f"Merging the adapter in {checkpoint} (from {run})" in caplog.text
     assert f"The LoRA adapter at `{checkpoint}` (from `{run}`) merged into" in (out / "README.md").read_text()
+
+
+def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tmp_path):
+    import json
+
+    from recipes.export import merged_card
+
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 20}))
+    evaluation = {"questions": 50, "samples": 4}
+    history = {
+        "format": 1,
+        "evaluations": [{**evaluation, "step": s, "accuracy": a} for s, a in ((0, 0.2), (20, 0.3))],
+    }
+    (tmp_path / "heldout.json").write_text(json.dumps(history))
+    card = merged_card("merged", "`run/checkpoint-20`", "builtin:tiny-llama", tmp_path)
+    assert card.startswith("---\nbase_model: builtin:tiny-llama\n")
+    assert (
+        "Held-out accuracy at step 20 (50 questions x 4 samples, never trained on): 30.0%; the model before "
+        "training: 20.0%." in card
+    )
+    (tmp_path / "heldout.json").unlink()
+    assert "Held-out" not in merged_card(
+        "merged", "`run`", "builtin:tiny-llama", tmp_path
+    )  # no history: no line
