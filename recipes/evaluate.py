@@ -216,6 +216,9 @@ def evaluate(
                         settings,
                         adapter=adapter and str(adapter),
                         engine=engine,
+                        # What this run set out to write: stats.compare tells a finished file from a fragment.
+                        planned_questions=len(ids),
+                        planned_samples=samples,
                     )
                     for (q, k), completion in zip(batch, completions)
                     if (ids[q], k) not in done

@@ -20,7 +20,7 @@ from pathlib import Path
 from stats._io import IMAGE_SUFFIXES, check_output_path
 from stats.analysis import compare_models
 from stats.groups import compare_groups, group_labels
-from stats.records import InputError, load_records, pair_questions, uneven_samples_warning
+from stats.records import InputError, load_records, pair_questions, uneven_samples_warning, unfinished_warning
 from stats.report import format_text, to_json
 from stats.settings import check_same_decoding
 from stats.swaps import write_swaps
@@ -133,8 +133,9 @@ def compare(
         logger.warning(warning)
     labels, skipped = group_labels(baseline_records, tuned_records, pairing.ids)
     for model in (baseline_records, tuned_records):
-        if warning := uneven_samples_warning(model, pairing.ids):
-            logger.warning(warning)
+        for warning in (unfinished_warning(model), uneven_samples_warning(model, pairing.ids)):
+            if warning:
+                logger.warning(warning)
     comparison = compare_models(baseline_records, tuned_records, pairing, seed=seed, resamples=resamples)
     if labels or skipped:
         breakdown = compare_groups(

@@ -242,6 +242,23 @@ def describe_samples(model: ModelRecords, ids: list[str]) -> str:
     )
 
 
+def unfinished_warning(model: ModelRecords) -> str | None:
+    """A warning when a file holds fewer questions or samples than the evaluate.py run that wrote it planned
+    (``planned_questions``, ``planned_samples``; the largest, after a rerun with more): an interrupted evaluation
+    whose finished batches pair up evenly otherwise passes for a whole, smaller one."""
+    planned = [(r.get("planned_questions"), r.get("planned_samples")) for r in model.records]
+    questions = max((q for q, _ in planned if isinstance(q, int)), default=0)
+    samples = max((k for _, k in planned if isinstance(k, int)), default=0)
+    held_samples = max((n for _, n in model.counts.values()), default=0)
+    if len(model.counts) >= questions and held_samples >= samples:
+        return None
+    return (
+        f"{model.path} holds {len(model.counts)} of the {questions} questions (up to {held_samples} of "
+        f"{samples} samples each) its recipes/evaluate.py run planned: was it interrupted? Re-running it with the "
+        "same arguments completes it."
+    )
+
+
 def uneven_samples_warning(model: ModelRecords, ids: list[str]) -> str | None:
     """A warning when the paired questions of one file do not all have the same number of samples.
 

@@ -111,6 +111,7 @@ def test_records_match_the_schema_and_the_training_grader(baseline):
         assert r["pred"] == extract_answer(r["completion"])
         assert r["format_ok"] == format_ok(r["completion"], "hash")  # gsm8k_tiny's format reward style
         assert 1 <= r["n_tokens"] <= 16 and r["max_new_tokens"] == 16 and r["temperature"] == 1.0
+        assert (r["planned_questions"], r["planned_samples"]) == (4, 2)  # what a finished file holds
     assert load_records(baseline).counts.keys() == {r["id"] for r in records}
 
 

@@ -101,6 +101,21 @@ def test_uneven_samples_are_reported(capsys, tmp_path):
     assert "(10/20 samples, 4 questions, 5 samples per question)" in out
 
 
+def test_a_file_holding_fewer_questions_than_its_run_planned_is_warned_about(capsys, caplog, tmp_path):
+    """An interrupted evaluation whose finished batches pair up evenly passed for a whole, smaller one."""
+    planned = {"planned_questions": 500, "planned_samples": 8}
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0], 8), extra=planned)
+    tuned = write_records(
+        tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1], 8), extra={**planned, "planned_questions": 3}
+    )
+    assert _run(capsys, base, tuned)[0] == 0
+    assert (
+        f"{base} holds 3 of the 500 questions (up to 8 of 8 samples each) its recipes/evaluate.py run"
+        in caplog.text
+    )
+    assert f"{tuned} holds" not in caplog.text  # finished
+
+
 def test_intersect_reports_what_was_dropped(capsys, tmp_path):
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0, 1, 1], 1))
     tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([1, 1, 1], 1))
