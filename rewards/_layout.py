@@ -15,6 +15,7 @@ from typing import NamedTuple
 from common.suggestions import did_you_mean
 from rewards._parsing import (
     HASH_LINE,
+    HEDGED,
     answer_from_snippet,
     boxed_spans,
     is_plain_number,
@@ -39,7 +40,9 @@ class FormatParts(NamedTuple):
     """The format checks a completion passes."""
 
     reasoning: bool  # a non-empty reasoning section before the answer
-    answer: bool  # the final answer in the style's marker, and it parses
+    answer: (
+        bool  # the final answer in the style's marker, and it parses (a hedge such as "17 or 18" does not)
+    )
     number: bool  # that answer is a plain number (no words, no LaTeX)
     clean_end: bool  # nothing but whitespace after it
 
@@ -66,7 +69,7 @@ def _tags_parts(text: str) -> FormatParts:
         if a_open and a_close and a_open.end() <= a_close.start()
         else None
     )
-    answer = body is not None and answer_from_snippet(body) is not None
+    answer = body is not None and answer_from_snippet(body) not in (None, HEDGED)
     reasoning = bool(
         r_open
         and r_close
@@ -84,10 +87,12 @@ def _tags_parts(text: str) -> FormatParts:
 def _hash_parts(text: str) -> FormatParts:
     offset, end = tail(text)  # the final line is at the end; a runaway text costs no more than a normal one
     for final in reversed(list(HASH_LINE.finditer(end))[-8:]):  # markdown "#### Step 1" headings are skipped
-        if answer_from_snippet(final.group(1), strict=True) is not None:
+        if (found := answer_from_snippet(final.group(1), strict=True)) is not None:
             break
     else:
         return FormatParts(False, False, False, False)
+    if found == HEDGED:  # "#### 17 or 18": the grader reads no answer, so the format pays none either
+        return FormatParts(bool(text[: offset + final.start()].strip()), False, False, False)
     return FormatParts(
         reasoning=bool(text[: offset + final.start()].strip()),
         answer=True,

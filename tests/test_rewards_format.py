@@ -29,6 +29,12 @@ TAGS = [
         0.75,
     ),
     ("unparseable-answer", R + "<answer>eighteen</answer>", (True, False, False, False), 0.5),
+    (
+        "hedged-answer",
+        R + "<answer>17 or 18</answer>",
+        (True, False, False, False),
+        0.5,
+    ),  # the grader reads none
     ("unclosed-answer", R + "<answer>18", (True, False, False, False), 0.5),
     ("no-tags", "9 * 2 = 18. The answer is 18.", (False, False, False, False), 0.0),
     ("empty", "", (False, False, False, False), 0.0),
@@ -42,6 +48,7 @@ HASH = [
     ("heading-only", "#### Step 1: eggs\n9 * 2 = 18", (False, False, False, False), 0.0),
     ("heading-then-answer", "#### Step 1: eggs\n9 * 2 = 18\n#### 18", (True, True, True, True), 1.5),
     ("no-marker", "The answer is 18.", (False, False, False, False), 0.0),
+    ("hedged-answer", "9 * 2 = 18\n#### 17 or 18", (True, False, False, False), 0.5),
     ("tags-under-hash", R + "<answer>18</answer>", (False, False, False, False), 0.0),
 ]
 
