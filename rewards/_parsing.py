@@ -32,10 +32,14 @@ _RANGE = re.compile(
     rf"{_NUMBER_CORE}\s*(?:-|–|—|\\ldots|\.\.\.|to\b|\\text\s*\{{\s*to\s*\}})\s*{_NUMBER_CORE}"
 )
 _SINGLE_LETTER_TAIL = re.compile(r"[0-9]\s*[A-Za-z]$")
-# "18 (20 - 2)": a number with its working in parentheses after it (no hedge inside) is that number.
-_NUMBER_ASIDE = re.compile(r"\$?(" + _NUMBER_CORE + r")\s*\((?![^()]*(?:\bor\b|\\pm|±))[^()]*\)\s*\.?")
-# "18. Then 4 + 5 = 9.": a snippet's first sentence holds the answer, not a later one's "= 9".
+# "18 (20 - 2)": a number, a space, then its working in parentheses (an operation or words, not a bare number:
+# "2(3)" and "6 (3)" are products) is that number. Hedges are refused before this is tried.
+_NUMBER_ASIDE = re.compile(
+    r"\$?(" + _NUMBER_CORE + r")\s+\((?![^()]*\bor\b)(?=[^()]*(?:[A-Za-z]|[-+*/×÷=]))[^()]*\)\s*\.?"
+)
+# "18. Then 4 + 5 = 9.": a snippet's first sentence holds the answer when it holds a number and is no heading.
 _SENTENCE_END = re.compile(r"(?<=[0-9A-Za-z)\]}])\.\s+(?=[A-Z])")
+_HEADING = re.compile(r"\s*(?:step|part|case)\b", re.IGNORECASE)
 HEDGED = "hedged"  # what a snippet holding a hedged answer yields: found, and never equal to a gold answer
 _CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(" + _NUMBER_CORE + r")\s*\.?\s*")
@@ -142,12 +146,16 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     """
     text = clean(snippet[:MAX_SNIPPET_CHARS])
     text = next((body for _, body in boxed_spans(text)), text)
-    if not strict:  # a "####" line is read whole: "#### 1. Setup" is a heading, not the answer 1
-        text = _SENTENCE_END.split(text, maxsplit=1)[0]
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    # A "####" line is read whole ("#### 1. Setup" is a heading, not the answer 1), and so is a first sentence
+    # without a number ("Mr. Smith has 5") or a step heading ("Step 1. Compute 3*4 = 12").
+    if not strict and re.search(r"[0-9]", first) and not _HEADING.match(first):
+        text = first
     for _ in range(3):  # \text{\textbf{18}}: unwrap a few levels, bounded
         text = _TEXT_COMMAND.sub(r" \1 ", text)
     text = _DROP.sub("", text).strip().strip("*_:").strip()
-    if aside := _NUMBER_ASIDE.fullmatch(text):
+    hedged = _PLUS_MINUS.search(text) or _OR.search(text)
+    if not hedged and (aside := _NUMBER_ASIDE.fullmatch(text)):
         return canonical_number(aside.group(1))
     if "=" in text and not _EQUATION.search(text.rsplit("=", 1)[0]):  # "x = 18", not "5x - 7y + 4 = 0"
         text = text.rsplit("=", 1)[1]
@@ -201,8 +209,11 @@ def latex_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     """
     text = clean(snippet[:MAX_SNIPPET_CHARS])
     text = next((body for _, body in boxed_spans(text)), text)
-    if not strict:  # a "####" line is read whole: "#### 1. Setup" is a heading, not the answer 1
-        text = _SENTENCE_END.split(text, maxsplit=1)[0]
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    # A "####" line is read whole ("#### 1. Setup" is a heading, not the answer 1), and so is a first sentence
+    # without a number ("Mr. Smith has 5") or a step heading ("Step 1. Compute 3*4 = 12").
+    if not strict and re.search(r"[0-9]", first) and not _HEADING.match(first):
+        text = first
     if _prose_words(text) >= 2:
         segments = [next(filter(None, m.groups())) for m in _MATH_SEGMENT.finditer(text)]
         if segments:

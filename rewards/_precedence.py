@@ -76,8 +76,11 @@ def _from_hash(text: str, read: Reader) -> tuple[int, str] | None:
         answer = read(match.group(1), strict=True)
         if answer is not None:
             return match.start(), answer
-        if _UNREADABLE_NUMBER.match(match.group(1)):  # "#### 3:30", "#### 2,5": an answer, not a heading
-            return match.start(), HEDGED  # no answer, rather than the last number of that line
+        line = match.group(1)
+        # "#### 3:30", "#### 2,5": numbers joined as no answer is, not a heading: no answer, rather than the last
+        # number of that line. ("#### 18!" has one number, and falls through to the rules that read it.)
+        if _UNREADABLE_NUMBER.match(line) and len(NUMBER.findall(line)) > 1:
+            return match.start(), HEDGED
     return None
 
 

@@ -149,6 +149,13 @@ CASES = [
     ("phrase-with-working", "The answer is 18 (because 20 - 2 = 18).", "18", "18", True),
     ("phrase-then-more", "The answer is 18. Then 4 + 5 = 9.", "18", "18", True),
     ("hedge-in-parentheses", "#### 17 (or 18)", "18", None, False),
+    ("hash-then-symbol", "9 * 2 = 18\n#### 18!", "18", "18", True),
+    ("hash-then-currency", "#### 18 \u20ac", "18", "18", True),
+    ("phrase-title-then-number", "The answer is Mr. Smith with 5 apples.", "5", "5", True),
+    ("phrase-step-heading", "Answer: Step 1. Compute 3*4 = 12", "12", "12", True),
+    ("product-is-no-aside", "So $\\boxed{2(3)}$.", "2", "2(3)", False),
+    ("bare-number-aside-is-a-product", "Answer: 6 (3)", "6", "6 (3)", False),
+    ("minus-plus-aside-is-a-hedge", "Answer: 18 (\\mp 1)", "18", None, False),
     # an answer line that cannot be read is no answer, not its last number
     ("hash-time", "It takes 2 hours.\n#### 3:30", "30", None, False),
     ("hash-decimal-comma", "#### 2,5", "5", None, False),
