@@ -264,8 +264,11 @@ _CHECKS: dict[str, tuple[Callable, bool]] = {
 
 
 def check_alarms(history: dict, log_history: list[dict], settings: AlarmSettings) -> list[Alarm]:
-    """New alarms after the latest evaluation; a kind already in ``history["alarms"]`` is not raised again, unless
-    the run was resumed past a stop since it was (``resumed_at``): the alarms are armed again from there.
+    """New alarms after the latest evaluation; a kind already in ``history["alarms"]`` is not raised again.
+
+    A run resumed past a stop (``resumed_at``) is judged from the stop on: the kinds that stopped it are armed
+    again, and every check reads only the evaluations and log from the stop's step, so the evidence that stopped
+    it does not stop it again at once.
 
     Args:
         history: The held-out history (``{"format": 1, "evaluations": [...], "alarms": [...], ...}``),
@@ -277,13 +280,18 @@ def check_alarms(history: dict, log_history: list[dict], settings: AlarmSettings
         The new alarms, at most one per kind, in the order reward_hacking, unparseable_rising,
         length_collapse, length_at_cap, kl_spike.
     """
-    since = resumed_at(history)
+    evaluations = history.get("evaluations") or []
+    since, rearmed = resumed_at(history), set()
+    if since is not None:
+        reasons = " ".join(stop["reason"] for stop in history["resumed_stops"])
+        rearmed = {kind for kind in _CHECKS if f"alarm {kind}:" in reasons}
+        evaluations = [e for e in evaluations if e["step"] >= since]
+        log_history = [e for e in log_history if e.get("step", 0) >= since]
     raised = {
         alarm.get("kind")
         for alarm in history.get("alarms") or []
-        if since is None or alarm["steps"][-1] > since
+        if alarm.get("kind") not in rearmed or alarm["steps"][-1] > since
     }
-    evaluations = history.get("evaluations") or []
     alarms = []
     for kind, (check, needs_evaluations) in _CHECKS.items():
         if kind in raised or (needs_evaluations and len(evaluations) < 2):

@@ -204,8 +204,8 @@ def train(recipe) -> Path:
                 "%s already finished at step %d (%s): nothing to train. The final adapter is in %s. To train "
                 "longer, %s; for a new run, set trainer.output_dir.",
                 recipe.name, finished, how, output_dir,
-                f"resume it explicitly: checkpoint.resume={plan.resume_from} (its alarms are armed again and "
-                "heldout.patience counts afresh from there)" if why else "raise trainer.max_steps",
+                f"resume it explicitly: checkpoint.resume={plan.resume_from} (it is judged from there: the "
+                "alarm that stopped it is armed again, and heldout.patience counts afresh)" if why else "raise trainer.max_steps",
             )  # fmt: skip
     finally:
         plan.release()

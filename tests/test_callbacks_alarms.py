@@ -234,18 +234,28 @@ def test_a_kind_already_in_the_history_is_not_raised_again():
     assert check_alarms(history, log, SETTINGS) == []
 
 
-def test_a_run_resumed_past_a_stop_is_alarmed_again_by_the_same_kind():
-    """Resuming is a choice to go on from the stop, not to silence that kind of alarm for the rest of the run."""
-    earlier = {"kind": "reward_hacking", "metric": "heldout/accuracy", "steps": [100, 200], "message": "..."}
+def test_a_run_resumed_past_a_stop_is_judged_from_the_stop_on():
+    """Resuming is a choice to go on from the stop: the kind that stopped the run is armed again, against the
+    evaluations from the stop on, so the fall that stopped it does not stop it again at once."""
+    stopped = {"kind": "reward_hacking", "metric": "heldout/accuracy", "steps": [100, 200], "message": "..."}
+    kl = {
+        "kind": "kl_spike",
+        "metric": "kl",
+        "steps": [10, 150],
+        "message": "...",
+    }  # raised, but did not stop it
     history = _history(
-        _evaluation(100, PEAK, reward=1.0), _evaluation(300, FALLEN, reward=2.0), alarms=[earlier]
+        _evaluation(100, PEAK, reward=1.0), _evaluation(200, [2] * 40, reward=2.0), alarms=[kl, stopped]
     )
     history["resumed_stops"] = [{"step": 200, "reason": "alarm reward_hacking: ..."}]
-    assert _kinds(check_alarms(history, [], SETTINGS)) == ["reward_hacking"]
-    history["alarms"].append(
-        {**earlier, "steps": [100, 300]}
-    )  # raised again after the resume: once more only
-    assert check_alarms(history, [], SETTINGS) == []
+    log = _series("kl", [0.01, 0.01, 0.01, 0.9], first_step=210)
+    flat = {**history, "evaluations": [*history["evaluations"], _evaluation(300, [2] * 40, reward=3.0)]}
+    assert check_alarms(flat, log, SETTINGS) == []  # no new fall since the stop; kl_spike stays raised
+    fallen = {**history, "evaluations": [*history["evaluations"], _evaluation(300, FALLEN, reward=3.0)]}
+    (alarm,) = check_alarms(fallen, log, SETTINGS)
+    assert alarm.kind == "reward_hacking" and alarm.steps == (200, 300)
+    fallen["alarms"] = [*fallen["alarms"], alarm.as_record()]  # raised again after the resume: once more only
+    assert check_alarms(fallen, log, SETTINGS) == []
 
 
 def test_several_kinds_at_once_in_a_fixed_order():
