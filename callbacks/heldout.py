@@ -25,8 +25,9 @@ from pathlib import Path
 from transformers import Trainer, TrainerCallback
 
 from callbacks.alarms import AlarmSettings, check_alarms
-from callbacks.heldout_history import HISTORY_NAME, best_text, empty_history, history_until
+from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
 from callbacks.plateau import plateaued
+from common.ranking import best_text
 from recipes.atomic import write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.paired import t_interval

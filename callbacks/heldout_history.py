@@ -48,24 +48,6 @@ def resume_past_stop(history: dict) -> dict:
     return {**history, "stopped": None, "resumed_stops": [*history["resumed_stops"], history["stopped"]]}
 
 
-def best_text(evaluations: list[dict]) -> str:
-    """``best 30.0% at step 20``, and the best checkpoint when the best evaluation has none (held-out evaluations
-    may come more often than checkpoints: ``OUTPUT_DIR/best`` can only name a saved one)."""
-    from common.ranking import best_by_accuracy
-
-    def rank(e):
-        return e["accuracy"], e["step"]
-
-    best = best_by_accuracy(evaluations, rank)
-    text = f"best {best['accuracy']:.1%} at step {best['step']}"
-    if best.get("saved", True):
-        return text
-    saved = best_by_accuracy([e for e in evaluations if e.get("saved", True)], rank)
-    checkpoint = f"step {saved['step']}, {saved['accuracy']:.1%}" if saved else "none yet"
-    what = "before training" if best["step"] == 0 else "not a checkpoint"
-    return f"{text} ({what}; the best checkpoint: {checkpoint})"
-
-
 def resumed_at(history: dict) -> int | None:
     """The step of the last stop a launch resumed past (None if none): the alarms and the patience that
     stopped the run start counting afresh from there."""

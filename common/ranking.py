@@ -29,3 +29,30 @@ def best_by_accuracy(items: Iterable[T], accuracy_and_step: Callable[[T], tuple[
         return accuracy, -step
 
     return max(items, key=rank, default=None)
+
+
+def _rank(evaluation: dict) -> tuple[float, int]:
+    return evaluation["accuracy"], evaluation["step"]
+
+
+def best_saved(evaluations: list[dict]) -> dict | None:
+    """The best held-out evaluation that has a checkpoint (``saved``; histories written before it was recorded:
+    every one): the one ``OUTPUT_DIR/best`` can name."""
+    return best_by_accuracy([e for e in evaluations if e.get("saved", True)], _rank)
+
+
+def best_text(evaluations: list[dict]) -> str:
+    """``best 30.0% at step 20``, and the best checkpoint when the best evaluation has none (step 0, the model
+    before training, or an evaluation between checkpoints).
+
+    >>> best_text([{"step": 0, "accuracy": 0.2, "saved": False}, {"step": 10, "accuracy": 0.1}])
+    'best 20.0% at step 0 (before training; the best checkpoint: step 10, 10.0%)'
+    """
+    best = best_by_accuracy(evaluations, _rank)
+    text = f"best {best['accuracy']:.1%} at step {best['step']}"
+    if best.get("saved", True):
+        return text
+    saved = best_saved(evaluations)
+    checkpoint = f"step {saved['step']}, {saved['accuracy']:.1%}" if saved else "none yet"
+    what = "before training" if best["step"] == 0 else "not a checkpoint"
+    return f"{text} ({what}; the best checkpoint: {checkpoint})"

@@ -36,15 +36,13 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
     """The held-out results of a run (callbacks/heldout.py's history): last and best accuracy, why it stopped
     early, and where the best checkpoint is when it is not this adapter (the last evaluation is the final step's:
     the held-out callback evaluates at the end)."""
-    from callbacks.heldout_history import best_text
-    from common.ranking import best_by_accuracy
+    from common.ranking import best_saved, best_text
 
     evaluations = (history or {}).get("evaluations") or []
     if not evaluations:
         return []
     last = evaluations[-1]
-    saved = [e for e in evaluations if e.get("saved", True)]
-    best = best_by_accuracy(saved, lambda e: (e["accuracy"], e["step"])) or last
+    best = best_saved(evaluations) or last
     lines = [
         (
             f"Held-out accuracy ({last['questions']} questions x {last['samples']} samples, never trained on): "

@@ -107,8 +107,6 @@ def _at_least(low: int):
     return lambda v: v is None or v >= low
 
 
-# Ranges checked at load, after the types: values outside them pass TRL's and peft's own checks and then fail
-# late (after recipe.yaml is written), or silently do something else (max_steps=0 still trains a step).
 # What peft, transformers and other tools call a key or a value, for "did you mean": spelling alone finds no
 # likeness between lora.rank and lora.r, or fp32 and float32.
 KEY_ALIASES = {
@@ -129,6 +127,8 @@ VALUE_ALIASES = {
 }
 
 
+# Ranges checked at load, after the types: values outside them pass TRL's and peft's own checks and then fail
+# late (after recipe.yaml is written), or silently do something else (max_steps=0 still trains a step).
 RANGES: dict[str, tuple[Any, str]] = {
     "lora.r": (_at_least(1), "at least 1 (the adapter's rank; 8-64 is usual)"),
     "lora.alpha": (lambda v: math.isfinite(v) and v > 0, "a positive number (usually 2 x lora.r)"),

@@ -8,12 +8,13 @@ logged into the trainer's ``log_history`` are used (no alarms or stop then).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.ranking import best_by_accuracy
+from common.ranking import best_by_accuracy, best_text
 from stats.records import InputError
 from stats.trainer_state import checkpoint_steps, metric_series
 
@@ -208,13 +209,7 @@ def heldout_table(heldout: HeldoutHistory | None) -> str:
         reward = "-" if e.reward is None else f"{e.reward:.3f}"
         cells = (_percent(e.accuracy), interval, _percent(e.unparseable), reward)
         lines.append(f"{e.step:>7}  {cells[0]:>8}  {cells[1]:>15}  {cells[2]:>11}  {cells[3]:>12}")
-    best = best_evaluation(heldout.evaluations)
-    line = f"best: step {best.step}, accuracy {_percent(best.accuracy)}"
-    if not best.saved:
-        saved = best_evaluation([e for e in heldout.evaluations if e.saved])
-        where = f"step {saved.step}, {_percent(saved.accuracy)}" if saved else "none"
-        line += f" (not a checkpoint; the best checkpoint: {where})"
-    lines.append(line)
+    lines.append(best_text([dataclasses.asdict(e) for e in heldout.evaluations]))
     lines += [f"alarm {a.kind} at step {a.steps[1]}: {a.message}" for a in heldout.alarms]
     lines += [
         f"stopped at step {step}, then resumed past it: {reason}" for step, reason in heldout.resumed_stops

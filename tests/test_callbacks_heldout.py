@@ -8,7 +8,8 @@ import pytest
 
 from callbacks.errors import CheckpointError
 from callbacks.heldout import summarize
-from callbacks.heldout_history import best_text, empty_history, history_until, read_history
+from callbacks.heldout_history import empty_history, history_until, read_history
+from common.ranking import best_text
 from recipes.evaluation.live import share
 from recipes.heldout import heldout_callback, heldout_plan
 from recipes.recipe import RecipeError, load_recipe
@@ -86,7 +87,7 @@ def test_a_best_evaluation_without_a_checkpoint_names_the_best_checkpoint_too(tm
     assert best_text([{"step": 5, "accuracy": 0.17}]) == "best 17.0% at step 5"  # written before "saved" was
     (tmp_path / "history.json").write_text(json.dumps(history))
     table = heldout_table(read_heldout_history(tmp_path / "history.json"))
-    assert "best: step 5, accuracy 17.0% (not a checkpoint; the best checkpoint: step 10, 13.0%)" in table
+    assert "best 17.0% at step 5 (not a checkpoint; the best checkpoint: step 10, 13.0%)" in table
 
 
 def test_a_history_file_that_is_not_one_is_refused_naming_it(tmp_path):

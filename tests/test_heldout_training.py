@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, plugin_env
 
 from callbacks.fetch import fetch_checkpoint
-from callbacks.heldout_history import best_text
+from common.ranking import best_text
 from recipes.recipe import load_recipe
 from recipes.run import train
 from stats.compare import compare

@@ -136,6 +136,7 @@ def test_targets_that_match_nothing_list_the_module_names():
         lora_targets(shape, "q_proj")
     assert len(lora_targets(shape, r".*\.q_proj")) == shape.layers
     assert {x.name for x in lora_targets(shape, ["lm_head"])} == {"lm_head"}
+    assert len(lora_targets(shape, ["q_proj", "embed_tokens"])) == shape.layers  # peft adapts embeddings too
 
 
 def test_shipped_names_resolve_offline(monkeypatch):

@@ -86,7 +86,7 @@ def test_cli_draws_and_prints_the_history_file(capsys, run_dir, tmp_path):
         ["10", "20.0%", "-", "50.0%", "-"],
     ]
     assert lines[start + 5 :] == [
-        "best: step 4, accuracy 40.0%",
+        "best 40.0% at step 4",
         f"alarm reward_hacking at step 10: {ALARM_MESSAGE}",
         "stopped at step 10: alarm reward_hacking",
         f"wrote {out}",
@@ -164,7 +164,7 @@ def test_without_a_history_file_the_logged_metrics_are_used(capsys, tmp_path):
         ["5", "25.0%", "10.0%-40.0%", "-", "1.325"],
         ["10", "50.0%", "-", "12.5%", "1.800"],
     ]
-    assert lines[start + 4] == "best: step 10, accuracy 50.0%"
+    assert lines[start + 4] == "best 50.0% at step 10"
 
 
 def test_the_copy_in_a_newer_checkpoint_wins_over_an_older_history_file(run_dir):

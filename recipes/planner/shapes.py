@@ -176,6 +176,11 @@ def shape_of(config) -> Shape:
     )
 
 
+# Modules peft adapts that are not linears: the token embedding (its adapter, r x (vocab + hidden) parameters, is
+# small beside the linears', and the plan leaves it out).
+EMBEDDINGS = ("embed_tokens",)
+
+
 def lora_targets(shape: Shape, target_modules: str | list[str]) -> list[Linear]:
     """The linears PEFT wraps with LoRA, matched the way ``peft.LoraConfig(target_modules=...)`` matches them.
 
@@ -200,7 +205,10 @@ def lora_targets(shape: Shape, target_modules: str | list[str]) -> list[Linear]:
             )
         return found
     unmatched = [
-        t for t in target_modules if not any(x.name == t or x.name.endswith("." + t) for x in shape.linears)
+        t
+        for t in target_modules
+        if t.rsplit(".", 1)[-1] not in EMBEDDINGS
+        and not any(x.name == t or x.name.endswith("." + t) for x in shape.linears)
     ]
     if unmatched:
         raise RecipeError(
