@@ -7,8 +7,9 @@ The arithmetic: decoding is memory-bound, so a ``generate`` call costs about the
 the batch where compute binds) and its length is set by the longest completion. An evaluation makes
 ceil(questions x samples / batch_size) calls; training makes (gradient_accumulation_steps / (steps_per_generation
 x num_iterations)) generation rounds per optimizer step, one call each, and evaluations come every
-``every_steps`` steps. So held-out evaluation adds at most calls / (every_steps x rounds per step) to the run's
-generation time, and less to its whole time (training also runs the policy's forward and backward passes).
+``every_steps`` steps, plus one at step 0 (the model before training). So held-out evaluation adds at most
+calls x evaluations / (max_steps x rounds per step) to the run's generation time, and less to its whole time
+(training also runs the policy's forward and backward passes).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 
 def arithmetic_rows() -> list[tuple]:
-    """(recipe, questions x samples, calls per evaluation, every_steps, rounds per step, bound) per recipe."""
+    """(recipe, questions x samples, calls per evaluation, every_steps, evaluations, rounds per step, bound) per
+    recipe."""
     from recipes.checks import generation_schedule
     from recipes.recipe import available, load_recipe
 
@@ -33,15 +35,16 @@ def arithmetic_rows() -> list[tuple]:
         recipe = load_recipe(name)
         heldout, trainer = recipe.config["heldout"], recipe.config["trainer"]
         if not heldout["enabled"]:
-            rows.append((name, "off", "", "", "", ""))
+            rows.append((name, "off", "", "", "", "", ""))
             continue
         calls = math.ceil(heldout["questions"] * heldout["samples"] / heldout["batch_size"])
         every = heldout["every_steps"] or recipe.config["checkpoint"]["every_steps"]
+        evaluations = math.ceil(trainer["max_steps"] / every) + 1  # and step 0, the model before training
         _, steps_per_generation = generation_schedule(trainer, processes=1)
         rounds = trainer["gradient_accumulation_steps"] / (steps_per_generation * trainer["num_iterations"])
         rows.append(
-            (name, f"{heldout['questions']} x {heldout['samples']}", calls, every, f"{rounds:g}",
-             f"{calls / (every * rounds):.1%}")
+            (name, f"{heldout['questions']} x {heldout['samples']}", calls, every, evaluations, f"{rounds:g}",
+             f"{calls * evaluations / (trainer['max_steps'] * rounds):.1%}")
         )  # fmt: skip
     return rows
 
@@ -78,7 +81,15 @@ def main(argv: list[str] | None = None) -> int:
             ("run", "evaluations", "held-out s", "train s", "share"), [measured_row(r) for r in args.runs]
         )
     else:
-        header = ("recipe", "questions x samples", "calls/eval", "every_steps", "rounds/step", "bound")
+        header = (
+            "recipe",
+            "questions x samples",
+            "calls/eval",
+            "every_steps",
+            "evaluations",
+            "rounds/step",
+            "bound",
+        )
         print_table(header, arithmetic_rows())
     return 0
 
