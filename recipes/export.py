@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 
@@ -44,21 +45,18 @@ def base_model_section(adapter: Path) -> dict:
 
 
 def merged_card(name: str, source: str, base: str, folder: Path) -> str:
-    """The merged model's README: its base (Hub front matter), which adapter was merged, and the held-out
-    accuracy of the step merged beside the model's before training, when the run's history has them."""
-    import json
-
+    """The merged model's README: its base (Hub front matter, for a Hub id), which adapter was merged, and the
+    held-out accuracy of the step merged beside the model's before training, when the run's history has them."""
+    from callbacks.errors import CheckpointError
     from callbacks.heldout_history import HISTORY_NAME, read_history
 
+    hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", base) and not Path(base).exists()  # the Hub takes no local path
     lines = [
         "---",
-        f"base_model: {base}",
+        *([f"base_model: {base}"] if hub_id else []),
         "tags: [grpo, trl, grpo-recipes, merged-lora]",
-        "---",
-        "",
-        f"# {name}",
-        "",
     ]
+    lines += ["---", "", f"# {name}", ""]
     lines += [
         (
             f"The LoRA adapter at {source} merged into `{base}` by grpo-recipes (`python recipes/export.py`). Loads "
@@ -67,8 +65,12 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
         "",
     ]
     state = folder / "trainer_state.json"
-    history = read_history(folder / HISTORY_NAME) or read_history(folder / "heldout" / "history.json")
-    step = json.loads(state.read_text(encoding="utf-8"))["global_step"] if state.is_file() else None
+    try:
+        history = read_history(folder / HISTORY_NAME) or read_history(folder / "heldout" / "history.json")
+        step = json.loads(state.read_text(encoding="utf-8"))["global_step"] if state.is_file() else None
+    except (CheckpointError, ValueError, KeyError) as e:  # the card goes without the line, not the export
+        logger.warning("No held-out accuracy in the merged model's card: %s", e)
+        history, step = None, None
     at = {e["step"]: e for e in (history or {}).get("evaluations", [])}
     if step in at:
         before = f"; the model before training: {at[0]['accuracy']:.1%}" if 0 in at else ""

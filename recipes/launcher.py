@@ -70,7 +70,9 @@ def check_local_processes(gpus: int, cpus: int) -> None:
         RecipeError: a GPU machine, and the launcher started more processes here than it has GPUs.
     """
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    if gpus and local > gpus:
+    # One card per process, chosen by the scheduler (SLURM's --gpus-per-task=1): each process sees one GPU.
+    isolated = gpus == 1 and len(os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")) == 1
+    if gpus and local > gpus and not isolated:
         raise RecipeError(
             f"This launch starts {local} processes on this machine, which has {gpus} GPU{'s' * (gpus > 1)}: one "
             f"process per GPU. Launch with --num_processes {gpus} (it overrides the accelerate config's "

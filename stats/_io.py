@@ -48,15 +48,22 @@ def check_output_path(
         raise InputError(f"{option} {path} cannot be written (no permission); choose another output path.")
     if _foreign(path):
         raise InputError(
-            f"{option} {path} exists and was not written by this command (it would be replaced); choose another "
-            "output path, or move that file away first."
+            f"{option} {path} exists and was not written by this command (it has no grpo-recipes mark; neither "
+            "have plots from versions before the mark), so it is not replaced: choose another output path, or "
+            "move that file away first."
         )
     return path
 
 
 def _foreign(path: Path) -> bool:
-    """A file there that these commands did not write (it lacks ``MARK``)."""
-    return path.is_file() and MARK.encode() not in path.read_bytes()
+    """A file there that these commands did not write: ``MARK`` is in neither its first nor its last 64 KB (a
+    PNG's text chunk comes first, a PDF's information dictionary last)."""
+    if not path.is_file():
+        return False
+    with path.open("rb") as f:
+        head = f.read(1 << 16)
+        f.seek(max(0, path.stat().st_size - (1 << 16)))
+        return MARK.encode() not in head + f.read()
 
 
 def _write_atomic(path: Path, write: Callable[[str], None]) -> None:

@@ -97,12 +97,15 @@ def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tm
         "evaluations": [{**evaluation, "step": s, "accuracy": a} for s, a in ((0, 0.2), (20, 0.3))],
     }
     (tmp_path / "heldout.json").write_text(json.dumps(history))
-    card = merged_card("merged", "`run/checkpoint-20`", "builtin:tiny-llama", tmp_path)
-    assert card.startswith("---\nbase_model: builtin:tiny-llama\n")
+    card = merged_card("merged", "`run/checkpoint-20`", "meta-llama/Llama-3.1-8B-Instruct", tmp_path)
+    assert card.startswith("---\nbase_model: meta-llama/Llama-3.1-8B-Instruct\n")
+    assert "base_model" not in merged_card("merged", "`run`", "builtin:tiny-llama", tmp_path)  # not a Hub id
     assert (
         "Held-out accuracy at step 20 (50 questions x 4 samples, never trained on): 30.0%; the model before "
         "training: 20.0%." in card
     )
+    (tmp_path / "heldout.json").write_text("{not json")  # a corrupt history costs the line, not the export
+    assert "Held-out" not in merged_card("merged", "`run`", "builtin:tiny-llama", tmp_path)
     (tmp_path / "heldout.json").unlink()
     assert "Held-out" not in merged_card(
         "merged", "`run`", "builtin:tiny-llama", tmp_path
