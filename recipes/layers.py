@@ -28,22 +28,26 @@ class _Loader(yaml.SafeLoader):
     refuses a key given twice in one mapping (PyYAML keeps the last one without a word: a second ``trainer:``
     section would silently drop the first)."""
 
-    def construct_mapping(self, node, deep=False):
-        first_line = {}
-        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else []:
-            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node)
-            if key in first_line:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"key {key!r} appears twice in one mapping (first on line {first_line[key]}), and YAML keeps "
-                    "only the last: merge the two into one",
-                    key_node.start_mark,
-                )
-            first_line[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
+    def flatten_mapping(self, node):
+        # Checked once per node, before PyYAML merges its << keys into it (a reused anchor comes back merged).
+        checked = self.__dict__.setdefault("_checked", set())
+        if id(node) not in checked:
+            checked.add(id(node))
+            first_line = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                if key in first_line:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} appears twice in one mapping (first on line {first_line[key]}), and YAML "
+                        "keeps only the last: merge the two into one",
+                        key_node.start_mark,
+                    )
+                first_line[key] = key_node.start_mark.line + 1
+        super().flatten_mapping(node)
 
 
 _Loader.add_implicit_resolver(

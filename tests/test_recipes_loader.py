@@ -13,6 +13,7 @@ import yaml
 from conftest import REPO
 
 from recipes import checks
+from recipes.layers import parse_yaml
 from recipes.recipe import RecipeError, available, load_recipe, parse_override, trainer_defaults
 from recipes.run import grpo_config
 
@@ -279,6 +280,9 @@ def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path):
     assert "line 6, column 1" in str(error.value) and "merge the two into one" in str(error.value)
     with pytest.raises(RecipeError, match="key 'max_steps' appears twice"):
         load_recipe("gsm8k_tiny", ["trainer={max_steps: 2, max_steps: 3}"])
+    # Merge keys and a reused anchor (which PyYAML hands back already merged) are no repeated keys.
+    merged = parse_yaml("b: &b {a: 1, x: 3}\nd: {<<: &c {<<: *b, a: 2}}\ne: *c\n", "merges.yaml")
+    assert merged["e"] == {"a": 2, "x": 3}
     mine.write_text(
         "base: gsm8k_tiny\ntrainer:\n  max_steps: 3\ndata:\n  max_steps: 3\n"
     )  # same key, other sections
