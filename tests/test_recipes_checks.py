@@ -1,0 +1,146 @@
+"""The checks a recipe passes before any weights load: the machine (a GPU, bitsandbytes, a tracker's package),
+the model (its context, its LoRA target layers), and rewards that could never pay."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from conftest import REPO
+
+from recipes import checks
+from recipes.recipe import RecipeError, load_recipe
+
+
+def test_four_bit_without_bitsandbytes_fails_at_load(monkeypatch):
+    real = checks.importlib.util.find_spec
+    monkeypatch.setattr(
+        checks.importlib.util, "find_spec", lambda n: None if n == "bitsandbytes" else real(n)
+    )
+    with pytest.raises(
+        RecipeError, match="model.quantization=4bit needs bitsandbytes, which is not installed"
+    ):
+        load_recipe("gsm8k_llama_qlora")
+
+
+def test_bf16_without_a_gpu_fails_before_the_model_loads():
+    recipe = load_recipe("gsm8k_llama")
+    config = SimpleNamespace(max_position_embeddings=131072)
+    with pytest.raises(RecipeError) as raised:
+        checks.check_environment(recipe, config, cuda_available=False)
+    message = str(raised.value)
+    assert message.startswith(
+        "gsm8k_llama needs a GPU and this machine has none: model.dtype=bfloat16 and trainer.bf16=true need one "
+        "(meta-llama/Llama-3.1-8B-Instruct, planned peak 19.5 GB of GPU memory, see --plan)."
+    )
+    assert (
+        "accelerate launch recipes/run.py arith_tiny" in message and "float32" not in message
+    )  # an 8B on a CPU
+    tiny = load_recipe("gsm8k_tiny", ["model.dtype=bfloat16"])
+    with pytest.raises(
+        RecipeError, match=r"model.dtype=bfloat16 needs one \(builtin:tiny-llama\)\. .*set model.dtype="
+    ):
+        checks.check_environment(tiny, config, cuda_available=False)
+    checks.check_environment(recipe, config, cuda_available=True)  # the same recipe is fine on a GPU
+
+
+def test_a_tracker_transformers_does_not_know_is_refused_before_the_weights_load():
+    recipe = load_recipe("gsm8k_tiny", ["trainer.report_to=tensorbord"])
+    config = SimpleNamespace(max_position_embeddings=2048)
+    with pytest.raises(
+        RecipeError, match="'tensorbord' in command-line .* not a tracker .* Did you mean tensorboard"
+    ):
+        checks.check_environment(recipe, config, cuda_available=False)
+    checks.check_environment(
+        load_recipe("gsm8k_tiny", ["trainer.report_to=none"]), config, cuda_available=False
+    )
+
+
+def test_lora_targets_that_match_no_layer_are_refused_before_the_weights_load():
+    from recipes.model import load_config
+
+    recipe = load_recipe("gsm8k_tiny", ["lora.target_modules=[q_proj, v_prj]"])
+    with pytest.raises(
+        RecipeError, match="'v_prj' matches no linear layer of this llama model. Did you mean v_proj"
+    ):
+        checks.check_environment(recipe, load_config(recipe.config["model"]), cuda_available=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")
+def test_a_gpu_recipe_on_a_cpu_machine_is_refused_before_any_download(tmp_path):
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "0",
+    }  # a download would be tried (and retried) if the check came late
+    result = subprocess.run(
+        [sys.executable, "recipes/run.py", "gsm8k_llama", f"trainer.output_dir={tmp_path / 'out'}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "error: gsm8k_llama needs a GPU and this machine has none" in result.stderr
+    assert "huggingface.co" not in result.stderr and not (tmp_path / "out").exists()
+
+
+def test_prompt_and_completion_budget_must_fit_the_model(tiny_model_dir):
+    from recipes.model import load_config
+
+    recipe = load_recipe("gsm8k_tiny", ["trainer.max_completion_length=700"])
+    with pytest.raises(
+        RecipeError,
+        match=r"\(384\) \+ trainer.max_completion_length \(700\) = 1084 tokens, but "
+        r"builtin:tiny-llama holds at most 1024",
+    ):
+        checks.check_environment(recipe, load_config(recipe.config["model"]), cuda_available=False)
+
+
+def test_a_correctness_reward_that_can_never_pay_is_refused_at_load():
+    dead = "rewards=[{name: correctness, min_tokens: 50, full_credit_tokens: 100}]"
+    with pytest.raises(RecipeError) as error:
+        load_recipe("gsm8k_tiny", [dead])  # completions stop at 32 tokens
+    assert (
+        "rewards[0] (correctness): can never pay: completions stop at max_completion_length=32 tokens"
+        in str(error.value)
+    )
+    assert "Set min_tokens below 32" in str(error.value) and "or raise trainer.max_completion_length" in str(
+        error.value
+    )
+    assert load_recipe("gsm8k_tiny", [dead, "trainer.max_completion_length=64"])
+
+
+def test_a_format_reward_the_prompt_never_asks_for_is_refused_at_load():
+    with pytest.raises(RecipeError) as error:
+        load_recipe(
+            "gsm8k_tiny", ["data.system_prompt='Answer as <answer>n</answer>.'"]
+        )  # format style: hash
+    assert (
+        "rewards[1] (format) pays for the hash layout, but data.system_prompt never mentions '####'"
+        in str(error.value)
+    )
+    assert "or set style: tags" in str(error.value)
+
+
+def test_a_tracker_without_its_package_names_the_extra_to_install(monkeypatch):
+    real = checks.importlib.util.find_spec
+    monkeypatch.setattr(
+        checks.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("wandb", "trackio") else real(name, *a),
+    )
+    with pytest.raises(RecipeError) as raised:
+        load_recipe("gsm8k_tiny", ["trainer.report_to=[wandb, trackio]"])
+    lines = str(raised.value).splitlines()
+    assert lines == [
+        (
+            "trainer.report_to=wandb in command-line override 'trainer.report_to=[wandb, trackio]' needs the wandb "
+            "package, which is not installed: pip install 'grpo-recipes[wandb]' (or set trainer.report_to=none)."
+        ),
+        (
+            "trainer.report_to=trackio in command-line override 'trainer.report_to=[wandb, trackio]' needs the trackio "
+            "package, which is not installed: pip install 'grpo-recipes[trackio]' (or set trainer.report_to=none)."
+        ),
+    ]
+    load_recipe("gsm8k_tiny", ["trainer.report_to=none"])
