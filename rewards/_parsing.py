@@ -9,6 +9,7 @@ rounding, and safe on 5,000-digit numbers (Python's ``int()`` refuses strings ov
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from decimal import Decimal
@@ -27,19 +28,17 @@ _NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+
 NUMBER = re.compile(r"(?<![0-9A-Za-z_.])" + _NUMBER_CORE)
 # A hedged answer names several values ("17 or 18", "17-19", "18 \\pm 1"): it must not score on any of them.
 _PLUS_MINUS = re.compile(r"\\pm|\\mp|±|∓")
-_OR = re.compile(r"[0-9]\s*\}?\s*(?:\\text\s*\{\s*)?\bor\b\s*\}?\s*\$?-?[0-9]")
+_OR = re.compile(r"[0-9]\s*[}(]?\s*(?:\\text\s*\{\s*)?\bor\b\s*\}?\s*\$?-?[0-9]")  # "17 or 18", "17 (or 18)"
 _RANGE = re.compile(
     rf"{_NUMBER_CORE}\s*(?:-|–|—|\\ldots|\.\.\.|to\b|\\text\s*\{{\s*to\s*\}})\s*{_NUMBER_CORE}"
 )
 _SINGLE_LETTER_TAIL = re.compile(r"[0-9]\s*[A-Za-z]$")
-# "18 (20 - 2)": a number, a space, then its working in parentheses (an operation or words, not a bare number:
-# "2(3)" and "6 (3)" are products) is that number. Hedges are refused before this is tried.
-_NUMBER_ASIDE = re.compile(
-    r"\$?(" + _NUMBER_CORE + r")\s+\((?![^()]*\bor\b)(?=[^()]*(?:[A-Za-z]|[-+*/×÷=]))[^()]*\)\s*\.?"
-)
-# "18. Then 4 + 5 = 9.": a snippet's first sentence holds the answer when it holds a number and is no heading.
-_SENTENCE_END = re.compile(r"(?<=[0-9A-Za-z)\]}])\.\s+(?=[A-Z])")
-_HEADING = re.compile(r"\s*(?:step|part|case)\b", re.IGNORECASE)
+# "18 (20 - 2)" or "18 (because 20 - 2 = 18)": a number, a space, then its working in parentheses is that number
+# when the working has words or comes to the number; "2 (3 + 4)" is a product and "18 (17-19)" a range.
+_NUMBER_ASIDE = re.compile(r"\$?(" + _NUMBER_CORE + r")\s+\(([^()]*)\)\s*\.?")
+_ARITHMETIC = re.compile(r"[0-9.\s+*/()-]+")
+# "18. Then 4 + 5 = 9.": a snippet whose first sentence is a number alone answers with it.
+_SENTENCE_END = re.compile(r"(?<=[0-9A-Za-z)\]}$*_])\.\s+(?=[A-Z])")
 HEDGED = "hedged"  # what a snippet holding a hedged answer yields: found, and never equal to a gold answer
 _CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(" + _NUMBER_CORE + r")\s*\.?\s*")
@@ -129,6 +128,21 @@ def boxed_spans(text: str) -> Iterator[tuple[int, str]]:
             yield match.start(), text[match.end() : close]
 
 
+def _is_working(number: str, aside: str) -> bool:
+    """Whether ``aside`` (in parentheses after ``number``) is the working behind it, not a factor or a hedge:
+    arithmetic that comes to the number ("20 - 2"), or words with no hedge in them ("because 20 - 2 = 18")."""
+    if _ARITHMETIC.fullmatch(aside) and "**" not in aside:  # digits and + - * / only: no power to blow up
+        try:
+            value = eval(
+                compile(ast.parse(aside.strip(), mode="eval"), "<aside>", "eval"), {"__builtins__": {}}
+            )
+        except (SyntaxError, ZeroDivisionError, TypeError, ValueError):
+            return False
+        return isinstance(value, (int, float)) and abs(value - float(canonical_number(number))) < 1e-9
+    hedge = _PLUS_MINUS.search(aside) or re.search(r"\bor\b|\+/-|\bto\b", aside)
+    return not hedge and bool(_WORD.search(aside))
+
+
 def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     """The answer in a short snippet: a canonical number, a symbolic string for math-verify, or None.
 
@@ -147,15 +161,13 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     text = clean(snippet[:MAX_SNIPPET_CHARS])
     text = next((body for _, body in boxed_spans(text)), text)
     first = _SENTENCE_END.split(text, maxsplit=1)[0]
-    # A "####" line is read whole ("#### 1. Setup" is a heading, not the answer 1), and so is a first sentence
-    # without a number ("Mr. Smith has 5") or a step heading ("Step 1. Compute 3*4 = 12").
-    if not strict and re.search(r"[0-9]", first) and not _HEADING.match(first):
-        text = first
+    bare = _DROP.sub("", first).strip().strip("*_:$").strip()
+    if not strict and first != text and NUMBER.fullmatch(bare):  # a "####" line is read whole
+        return canonical_number(bare)
     for _ in range(3):  # \text{\textbf{18}}: unwrap a few levels, bounded
         text = _TEXT_COMMAND.sub(r" \1 ", text)
     text = _DROP.sub("", text).strip().strip("*_:").strip()
-    hedged = _PLUS_MINUS.search(text) or _OR.search(text)
-    if not hedged and (aside := _NUMBER_ASIDE.fullmatch(text)):
+    if (aside := _NUMBER_ASIDE.fullmatch(text)) and _is_working(aside.group(1), aside.group(2)):
         return canonical_number(aside.group(1))
     if "=" in text and not _EQUATION.search(text.rsplit("=", 1)[0]):  # "x = 18", not "5x - 7y + 4 = 0"
         text = text.rsplit("=", 1)[1]
@@ -209,11 +221,6 @@ def latex_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     """
     text = clean(snippet[:MAX_SNIPPET_CHARS])
     text = next((body for _, body in boxed_spans(text)), text)
-    first = _SENTENCE_END.split(text, maxsplit=1)[0]
-    # A "####" line is read whole ("#### 1. Setup" is a heading, not the answer 1), and so is a first sentence
-    # without a number ("Mr. Smith has 5") or a step heading ("Step 1. Compute 3*4 = 12").
-    if not strict and re.search(r"[0-9]", first) and not _HEADING.match(first):
-        text = first
     if _prose_words(text) >= 2:
         segments = [next(filter(None, m.groups())) for m in _MATH_SEGMENT.finditer(text)]
         if segments:

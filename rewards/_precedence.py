@@ -5,8 +5,7 @@ drop rules). The first rule that finds an answer wins; within a rule, the last c
 
 1. ``boxed``: the last balanced ``\boxed{...}`` (nested braces fine; an unclosed one is skipped).
 2. ``hash``: the last ``#### n`` whose rest of line is an answer (markdown headings such as
-   ``#### Step 1: ...`` are not answers and are skipped; a line that starts with a number but cannot be read,
-   ``#### 3:30``, is no answer rather than a cue to look elsewhere).
+   ``#### Step 1: ...`` are not answers and are skipped).
 3. ``answer_tag``: the last ``<answer>...</answer>``, or an unclosed ``<answer>`` running to the end.
 4. ``phrase``: the last "the answer is ..." / "Answer: ..." with an answer on its line (or the next
    non-blank line when its own line is empty).
@@ -42,8 +41,6 @@ DEFAULT_PRECEDENCE = ("boxed", "hash", "answer_tag", "phrase", "last_number")
 _MAX_CANDIDATES = 8
 _OPEN_TAG = re.compile(r"<answer>", re.IGNORECASE)
 _CLOSE_TAG = re.compile(r"</answer>", re.IGNORECASE)
-# A "####" line that starts with a number and holds no word: an answer line, even when it cannot be read.
-_UNREADABLE_NUMBER = re.compile(r"[\s*_]*\\?\$?\s*[-+]?\.?[0-9](?!.*[A-Za-z]{3})")
 _PHRASE = re.compile(r"\banswer\b[\s*_]{0,4}(?:is\b|:|=)", re.IGNORECASE)
 
 
@@ -76,11 +73,6 @@ def _from_hash(text: str, read: Reader) -> tuple[int, str] | None:
         answer = read(match.group(1), strict=True)
         if answer is not None:
             return match.start(), answer
-        line = match.group(1)
-        # "#### 3:30", "#### 2,5": numbers joined as no answer is, not a heading: no answer, rather than the last
-        # number of that line. ("#### 18!" has one number, and falls through to the rules that read it.)
-        if _UNREADABLE_NUMBER.match(line) and len(NUMBER.findall(line)) > 1:
-            return match.start(), HEDGED
     return None
 
 

@@ -156,9 +156,12 @@ CASES = [
     ("product-is-no-aside", "So $\\boxed{2(3)}$.", "2", "2(3)", False),
     ("bare-number-aside-is-a-product", "Answer: 6 (3)", "6", "6 (3)", False),
     ("minus-plus-aside-is-a-hedge", "Answer: 18 (\\mp 1)", "18", None, False),
-    # an answer line that cannot be read is no answer, not its last number
-    ("hash-time", "It takes 2 hours.\n#### 3:30", "30", None, False),
-    ("hash-decimal-comma", "#### 2,5", "5", None, False),
+    ("product-before-working", "So $\\boxed{2 (3 + 4)}$.", "14", "2 (3 + 4)", True),
+    ("range-in-parentheses", "#### 18 (17-19)", "18", "19", False),
+    ("dollar-first-sentence", "The answer is $18$. Then 4 + 5 = 9.", "18", "18", True),
+    ("choice-label-first-sentence", "The answer is (C) 18. Because 9*2 = 18.", "18", "18", True),
+    # an unreadable answer line leaves the answer to the rules after it
+    ("hash-unreadable-then-phrase", "#### 9:00 AM\nShe leaves home. The answer is 18.", "18", "18", True),
     ("hash-numbered-heading", "#### 1. Setup\nShe has 18 left.", "18", "18", True),
     # nothing to grade
     ("no-number", "I'm not sure how to solve this problem.", "18", None, False),
