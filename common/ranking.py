@@ -53,6 +53,7 @@ def best_text(evaluations: list[dict]) -> str:
     if best.get("saved", True):
         return text
     saved = best_saved(evaluations)
-    checkpoint = f"step {saved['step']}, {saved['accuracy']:.1%}" if saved else "none yet"
     what = "before training" if best["step"] == 0 else "not a checkpoint"
-    return f"{text} ({what}; the best checkpoint: {checkpoint})"
+    if saved is None:
+        return f"{text} ({what}; no checkpoint evaluated yet)"
+    return f"{text} ({what}; the best checkpoint: step {saved['step']}, {saved['accuracy']:.1%})"

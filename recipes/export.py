@@ -50,7 +50,8 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
     from callbacks.errors import CheckpointError
     from callbacks.heldout_history import HISTORY_NAME, read_history
 
-    hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", base) and not Path(base).exists()  # the Hub takes no local path
+    # The Hub takes a model id (gpt2, owner/name) as base_model, never a local path or a built-in model.
+    hub_id = re.fullmatch(r"[\w.-]+(?:/[\w.-]+)?", base) and not Path(base).exists()
     lines = [
         "---",
         *([f"base_model: {base}"] if hub_id else []),

@@ -70,9 +70,18 @@ def check_local_processes(gpus: int, cpus: int) -> None:
         RecipeError: a GPU machine, and the launcher started more processes here than it has GPUs.
     """
     local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    # One card per process, chosen by the scheduler (SLURM's --gpus-per-task=1): each process sees one GPU.
-    isolated = gpus == 1 and len(os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")) == 1
-    if gpus and local > gpus and not isolated:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if gpus == 1 and local > 1 and visible.strip() and "," not in visible:
+        # A scheduler may give each process its own card (SLURM's --gpus-per-task=1); nothing here tells that
+        # from every process being given the same one.
+        if first_process():
+            logger.warning(
+                "This launch starts %d processes on this machine and each sees one GPU (CUDA_VISIBLE_DEVICES=%s): "
+                "right when a scheduler gave each its own; if they share one card, launch with --num_processes 1.",
+                local, visible,
+            )  # fmt: skip
+        return
+    if gpus and local > gpus:
         raise RecipeError(
             f"This launch starts {local} processes on this machine, which has {gpus} GPU{'s' * (gpus > 1)}: one "
             f"process per GPU. Launch with --num_processes {gpus} (it overrides the accelerate config's "

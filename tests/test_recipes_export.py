@@ -100,6 +100,7 @@ def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tm
     card = merged_card("merged", "`run/checkpoint-20`", "meta-llama/Llama-3.1-8B-Instruct", tmp_path)
     assert card.startswith("---\nbase_model: meta-llama/Llama-3.1-8B-Instruct\n")
     assert "base_model" not in merged_card("merged", "`run`", "builtin:tiny-llama", tmp_path)  # not a Hub id
+    assert "base_model: gpt2\n" in merged_card("merged", "`run`", "gpt2", tmp_path)  # an id without an owner
     assert (
         "Held-out accuracy at step 20 (50 questions x 4 samples, never trained on): 30.0%; the model before "
         "training: 20.0%." in card

@@ -103,11 +103,17 @@ def test_more_processes_than_gpus_are_refused_and_more_than_cores_are_said(monke
     ):
         check_local_processes(gpus=2, cpus=64)
     check_local_processes(gpus=8, cpus=64)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a scheduler gave each process its own card
-    check_local_processes(gpus=1, cpus=64)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(RecipeError, match="which has 1 GPU: one process per GPU"):
+        check_local_processes(gpus=1, cpus=64)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a scheduler may have given each process its own card
+    with caplog.at_level(logging.WARNING, logger="recipes.launcher"):
+        check_local_processes(gpus=1, cpus=64)
+    assert "each sees one GPU (CUDA_VISIBLE_DEVICES=3)" in caplog.text
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     with pytest.raises(RecipeError, match="which has 2 GPUs"):
         check_local_processes(gpus=2, cpus=64)
+    caplog.clear()
     with caplog.at_level(logging.WARNING, logger="recipes.launcher"):
         check_local_processes(gpus=0, cpus=8)
         assert not caplog.text
