@@ -40,9 +40,7 @@ class FormatParts(NamedTuple):
     """The format checks a completion passes."""
 
     reasoning: bool  # a non-empty reasoning section before the answer
-    answer: (
-        bool  # the final answer in the style's marker, and it parses (a hedge such as "17 or 18" does not)
-    )
+    answer: bool  # the final answer in the style's marker, and it parses ("17 or 18" does not: a hedge)
     number: bool  # that answer is a plain number (no words, no LaTeX)
     clean_end: bool  # nothing but whitespace after it
 
