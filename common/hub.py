@@ -7,6 +7,7 @@ fix. Anything else (a full disk, a corrupt file) keeps its traceback.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -96,3 +97,16 @@ def hub_errors(repo: str, key: str, what: str) -> Iterator[None]:
         if message is None:
             raise
         raise HubError(message) from e
+
+
+def card_front_matter(base: str, *fields: str) -> list[str]:
+    """A model card's YAML front matter: ``base_model`` only for a Hub model id (``gpt2``, ``owner/name``), which
+    is all the Hub takes there (not a local folder, not ``builtin:tiny-llama``), then ``fields``.
+
+    >>> card_front_matter("builtin:tiny-llama", "tags: [grpo]"), card_front_matter("Qwen/Qwen2.5-7B")[1]
+    (['---', 'tags: [grpo]', '---'], 'base_model: Qwen/Qwen2.5-7B')
+    """
+    from pathlib import Path
+
+    hub_id = re.fullmatch(r"[\w.-]+(?:/[\w.-]+)?", base) and not Path(base).exists()
+    return ["---", *([f"base_model: {base}"] if hub_id else []), *fields, "---"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import sys
 from pathlib import Path
 
@@ -49,15 +48,9 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
     held-out accuracy of the step merged beside the model's before training, when the run's history has them."""
     from callbacks.errors import CheckpointError
     from callbacks.heldout_history import HISTORY_NAME, read_history
+    from common.hub import card_front_matter
 
-    # The Hub takes a model id (gpt2, owner/name) as base_model, never a local path or a built-in model.
-    hub_id = re.fullmatch(r"[\w.-]+(?:/[\w.-]+)?", base) and not Path(base).exists()
-    lines = [
-        "---",
-        *([f"base_model: {base}"] if hub_id else []),
-        "tags: [grpo, trl, grpo-recipes, merged-lora]",
-    ]
-    lines += ["---", "", f"# {name}", ""]
+    lines = [*card_front_matter(base, "tags: [grpo, trl, grpo-recipes, merged-lora]"), "", f"# {name}", ""]
     lines += [
         (
             f"The LoRA adapter at {source} merged into `{base}` by grpo-recipes (`python recipes/export.py`). Loads "

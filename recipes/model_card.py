@@ -80,12 +80,12 @@ def model_card(recipe, log_history: list[dict], output_dir: str, history: dict |
     model, data, trainer = recipe.config["model"], recipe.config["data"], recipe.config["trainer"]
     step, metrics = final_metrics(log_history)
     rewards = ", ".join(spec.get("name") or spec.get("path") for spec in recipe.config["rewards"])
+    from common.hub import card_front_matter
+
     lines = [
-        "---",
-        f"base_model: {model['name_or_path']}",
-        "library_name: peft",
-        "tags: [grpo, lora, trl, grpo-recipes]",
-        "---",
+        *card_front_matter(
+            model["name_or_path"], "library_name: peft", "tags: [grpo, lora, trl, grpo-recipes]"
+        ),
         "",
         f"# {recipe.name}",
         "",
