@@ -131,9 +131,8 @@ def _recent_mean(series: dict[int, float], step: int, window: int) -> float | No
     """Mean of the last ``window`` logged values at or before ``step``; before the first logged value (step 0, the
     model before training), the first ``window`` values: the nearest the log has. None when none is logged."""
     ordered = sorted(series.items())
-    values = [value for logged, value in ordered if logged <= step][-window:]
-    if step == 0:
-        values = [value for _, value in ordered[:window]]
+    values = ordered[:window] if step == 0 else [item for item in ordered if item[0] <= step][-window:]
+    values = [value for _, value in values]
     return statistics.fmean(values) if values else None
 
 

@@ -2,8 +2,8 @@
 
 The held-out callback writes ``OUTPUT_DIR/heldout/history.json`` after every evaluation and a copy holding the
 evaluations up to step N into each ``checkpoint-N/heldout.json`` (format 1: ``evaluations``, ``alarms``,
-``stopped``, ``resumed_stops``). The most advanced of these files is read; without any, the ``heldout/*`` metrics the callback
-logged into the trainer's ``log_history`` are used (no alarms or stop then).
+``stopped``, ``resumed_stops``). The most advanced of these files is read; without any, the ``heldout/*`` metrics
+the callback logged into the trainer's ``log_history`` are used (no alarms or stop then).
 """
 
 from __future__ import annotations
