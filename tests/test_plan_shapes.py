@@ -15,7 +15,9 @@ from tests._plan_helpers import meta_model, recipe_config
 
 
 @pytest.mark.parametrize("name", list(SHAPES))
-@pytest.mark.parametrize("targets", ["all-linear", ["q_proj", "v_proj"]])
+@pytest.mark.parametrize(
+    "targets", ["all-linear", ["q_proj", "v_proj"], ["q_proj", "embed_tokens"], r".*(v_proj|embed_tokens)"]
+)
 def test_counts_match_the_model_and_adapter_built_from_the_same_config(name, targets):
     config = config_for(name)
     model = get_peft_model(

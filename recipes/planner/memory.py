@@ -79,7 +79,7 @@ import math
 
 from recipes.checks import generation_schedule
 from recipes.planner.memory_plan import MemoryPlan
-from recipes.planner.shapes import Shape, load_model_config, lora_targets, shape_of
+from recipes.planner.shapes import Shape, embedding_adapter_params, load_model_config, lora_targets, shape_of
 from recipes.recipe import RecipeError, with_defaults
 
 GIB = 2**30
@@ -205,6 +205,7 @@ def plan_memory(
     lora_bytes = 2 if quant != "none" else 4
     targets = lora_targets(shape, lora["target_modules"])
     trainable = sum(lora["r"] * (x.in_features + x.out_features) for x in targets)
+    trainable += embedding_adapter_params(shape, lora["target_modules"], lora["r"])
 
     b = batch or t["per_device_train_batch_size"]
     g, c = b * steps_per_generation(t), t["max_completion_length"]

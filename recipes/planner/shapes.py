@@ -176,9 +176,21 @@ def shape_of(config) -> Shape:
     )
 
 
-# Modules peft adapts that are not linears: the token embedding (its adapter, r x (vocab + hidden) parameters, is
-# small beside the linears', and the plan leaves it out).
+# Modules peft adapts that are not linears: the token embedding (lora_embedding_A is r x vocab, B hidden x r; its
+# activations, a hidden state per token, are left out of the plan).
 EMBEDDINGS = ("embed_tokens",)
+EMBEDDING_NAME = "model.embed_tokens"
+
+
+def embedding_adapter_params(shape: Shape, target_modules: str | list[str], r: int) -> int:
+    """The trainable parameters of a LoRA on the token embedding, matched as :func:`lora_targets` matches."""
+    if target_modules == "all-linear":
+        return 0
+    if isinstance(target_modules, str):
+        matched = re.fullmatch(target_modules, EMBEDDING_NAME) is not None
+    else:
+        matched = any(EMBEDDING_NAME == t or EMBEDDING_NAME.endswith("." + t) for t in target_modules)
+    return r * (shape.vocab + shape.hidden) if matched else 0
 
 
 def lora_targets(shape: Shape, target_modules: str | list[str]) -> list[Linear]:
@@ -197,7 +209,7 @@ def lora_targets(shape: Shape, target_modules: str | list[str]) -> list[Linear]:
     available = f"Available: all-linear, {', '.join(names)}."
     if isinstance(target_modules, str):
         found = [x for x in shape.linears if re.fullmatch(target_modules, x.name)]
-        if not found:
+        if not found and not re.fullmatch(target_modules, EMBEDDING_NAME):
             raise RecipeError(
                 f"lora.target_modules {target_modules!r} matches no linear layer of this {shape.model_type} model: "
                 f"a single string is a regular expression over the whole module name ({shape.linears[0].name}), "
