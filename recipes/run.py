@@ -1,6 +1,7 @@
 """Train a recipe: GRPO with LoRA adapters through TRL's GRPOTrainer.
 
-    accelerate launch recipes/run.py gsm8k_tiny                      # offline CPU default, about a minute
+    accelerate launch recipes/run.py arith_tiny                      # offline CPU default that learns: minutes
+    accelerate launch recipes/run.py gsm8k_tiny                      # offline plumbing check: seconds
     accelerate launch recipes/run.py gsm8k_llama trainer.max_steps=800 checkpoint.uri=s3://bucket/runs/llama
     python recipes/run.py --list                                     # recipes and what they are for
     python recipes/run.py gsm8k_qwen --print                         # the resolved recipe, no training
