@@ -1,13 +1,10 @@
-"""recipes/evaluate.py on the tiny model: question choice, record schema, resuming, refusals and errors."""
+"""recipes/evaluate.py on the tiny model: question choice, record schema, resuming and the records file."""
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 from conftest import REPO
@@ -20,10 +17,9 @@ from recipes.evaluation.records import read_records
 from recipes.recipe import load_recipe
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records
+from tests._evaluate_helpers import ARGS, lines, run
 
 TEST_SAMPLE = REPO / "recipes" / "samples" / "gsm8k_test_sample.jsonl"
-# 4 questions x 2 samples in batches of 3: the last batch is partly done after an interruption mid-file.
-ARGS = ["gsm8k_tiny", "--questions", "4", "--samples", "2", "--max-new-tokens", "16", "--batch-size", "3"]
 SCHEMA = {
     "id": str,
     "sample": int,
@@ -44,16 +40,6 @@ SCHEMA = {
     "max_new_tokens": int,
     "engine": str,
 }
-
-
-def run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def lines(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture
@@ -286,77 +272,6 @@ def test_a_complete_last_record_without_a_newline_is_kept(baseline, tmp_path, ca
     assert out.read_bytes() == baseline.read_bytes()
 
 
-def test_an_out_path_that_cannot_be_written_is_refused_before_a_model_loads(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(generation, "load_generator", lambda *a, **k: pytest.fail("loaded a model"))
-    code, _, err = run(capsys, *ARGS, "--out", tmp_path)
-    assert code == 2 and f"--out {tmp_path} is a folder; give a .jsonl file path" in err
-    (tmp_path / "file").write_text("mine")
-    code, _, err = run(capsys, *ARGS, "--out", tmp_path / "file" / "x.jsonl")
-    assert code == 2 and f"{tmp_path / 'file'} is a file, not a folder" in err
-    assert (tmp_path / "file").read_text() == "mine"
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["gsm8k_tiy"], "Unknown recipe 'gsm8k_tiy'. Did you mean gsm8k_tiny?"),
-        (["gsm8k_tiny", "trainer.learnin_rate=1"], "Did you mean trainer.learning_rate?"),
-        (["gsm8k_tiny", "--adapter", "/no/such/adapter"], "/no/such/adapter is not a folder"),
-        (["gsm8k_tiny", "--adapter", "s3:/bucket"], "names no bucket"),
-        (
-            ["gsm8k_tiny", "--samples", "3", "--temperature", "0"],
-            "greedy decoding: all 3 samples would be the same",
-        ),
-        (["gsm8k_tiny", "--top-p", "0"], "0 < top_p <= 1"),
-        (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'accelerate'}"], "No test split in"),
-        (["gsm8k_tiny", "--questions", "500"], "--questions 500 but the split has 100 questions"),
-    ],
-)
-def test_user_errors_exit_2_with_a_message(capsys, tmp_path, argv, message):
-    code, _, err = run(capsys, *argv, "--out", tmp_path / "x.jsonl")
-    assert code == 2
-    assert message in err and "Traceback" not in err
-    assert not (tmp_path / "x.jsonl").exists()
-
-
-def test_folders_without_an_adapter_are_refused(tmp_path, tiny_model_dir, capsys):
-    run_folder, checkpoint = tmp_path / "full", tmp_path / "checkpoint-5"
-    shutil.copytree(tiny_model_dir, run_folder)
-    shutil.copytree(tiny_model_dir, checkpoint)  # a full model's checkpoint: weights, but no LoRA adapter
-    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", run_folder, "--out", tmp_path / "x.jsonl")
-    assert code == 2 and "holds no adapter and no usable checkpoint-N folder" in err
-    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", checkpoint, "--out", tmp_path / "x.jsonl")
-    assert (
-        code == 2 and "holds no LoRA adapter (no adapter_config.json)" in err and "model.name_or_path=" in err
-    )
-
-
-def test_vllm_engine_without_vllm_is_a_clear_error(capsys, tmp_path):
-    if generation.importlib.util.find_spec("vllm") is not None:
-        pytest.skip("vLLM is installed here")
-    code, _, err = run(capsys, "gsm8k_tiny", "--engine", "vllm", "--out", tmp_path / "x.jsonl")
-    assert code == 2 and "--engine vllm needs vLLM, which is not installed" in err
-
-
-@pytest.mark.slow
-def test_the_script_prints_errors_without_a_traceback(tmp_path):
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "recipes" / "evaluate.py"),
-            "gsm8k_tiy",
-            "--out",
-            str(tmp_path / "x.jsonl"),
-        ],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2
-    assert "Did you mean gsm8k_tiny?" in result.stderr and "Traceback" not in result.stderr
-
-
 def test_python_api_takes_values_and_returns_the_records_the_cli_wrote(baseline, tmp_path):
     from recipes.evaluate import evaluate
 
@@ -366,28 +281,3 @@ def test_python_api_takes_values_and_returns_the_records_the_cli_wrote(baseline,
     assert result.records == lines(baseline) and result.questions == 4
     assert result.accuracy == sum(r["correct"] for r in result.records) / 8
     assert result.decoding.max_new_tokens == 16
-
-
-def test_an_adapter_evaluated_on_other_data_than_its_run_trained_on_is_warned(tmp_path, caplog):
-    from recipes.evaluation.trained_on import warn_if_other_data
-
-    mine = tmp_path / "mine.jsonl"
-    mine.write_text('{"question": "1+1?", "answer": 2}\n')
-    trained = load_recipe("gsm8k_tiny", ["data.task=jsonl", f"data.source={mine}"])
-    run = tmp_path / "run"
-    (run / "checkpoint-2").mkdir(parents=True)
-    (run / "recipe.yaml").write_text(trained.to_yaml())  # as recipes/run.py writes it
-    with caplog.at_level(logging.WARNING, logger="recipes.evaluate"):
-        assert warn_if_other_data(run, trained.config["data"]) == []
-        assert warn_if_other_data(run / "checkpoint-2", trained.config["data"]) == []
-        assert not caplog.records
-        # The run's data.* overrides forgotten: the bundled GSM8K sample instead of the user's file.
-        assert warn_if_other_data(run / "checkpoint-2", load_recipe("gsm8k_tiny").config["data"]) == [
-            "task",
-            "source",
-        ]
-    assert f"data.task='jsonl', data.source='{mine}' ({run / 'recipe.yaml'})" in caplog.text
-    assert "pass the run's data.* overrides" in caplog.text
-    assert (
-        warn_if_other_data(tmp_path / "downloaded", trained.config["data"]) == []
-    )  # no recipe.yaml beside it

@@ -1,0 +1,111 @@
+"""recipes/evaluate.py refusals: bad arguments, unwritable outputs, folders without an adapter, other data."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from recipes.evaluation import generation
+from recipes.recipe import load_recipe
+from tests._evaluate_helpers import ARGS, run
+
+
+def test_an_out_path_that_cannot_be_written_is_refused_before_a_model_loads(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(generation, "load_generator", lambda *a, **k: pytest.fail("loaded a model"))
+    code, _, err = run(capsys, *ARGS, "--out", tmp_path)
+    assert code == 2 and f"--out {tmp_path} is a folder; give a .jsonl file path" in err
+    (tmp_path / "file").write_text("mine")
+    code, _, err = run(capsys, *ARGS, "--out", tmp_path / "file" / "x.jsonl")
+    assert code == 2 and f"{tmp_path / 'file'} is a file, not a folder" in err
+    assert (tmp_path / "file").read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["gsm8k_tiy"], "Unknown recipe 'gsm8k_tiy'. Did you mean gsm8k_tiny?"),
+        (["gsm8k_tiny", "trainer.learnin_rate=1"], "Did you mean trainer.learning_rate?"),
+        (["gsm8k_tiny", "--adapter", "/no/such/adapter"], "/no/such/adapter is not a folder"),
+        (["gsm8k_tiny", "--adapter", "s3:/bucket"], "names no bucket"),
+        (
+            ["gsm8k_tiny", "--samples", "3", "--temperature", "0"],
+            "greedy decoding: all 3 samples would be the same",
+        ),
+        (["gsm8k_tiny", "--top-p", "0"], "0 < top_p <= 1"),
+        (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'accelerate'}"], "No test split in"),
+        (["gsm8k_tiny", "--questions", "500"], "--questions 500 but the split has 100 questions"),
+    ],
+)
+def test_user_errors_exit_2_with_a_message(capsys, tmp_path, argv, message):
+    code, _, err = run(capsys, *argv, "--out", tmp_path / "x.jsonl")
+    assert code == 2
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_folders_without_an_adapter_are_refused(tmp_path, tiny_model_dir, capsys):
+    run_folder, checkpoint = tmp_path / "full", tmp_path / "checkpoint-5"
+    shutil.copytree(tiny_model_dir, run_folder)
+    shutil.copytree(tiny_model_dir, checkpoint)  # a full model's checkpoint: weights, but no LoRA adapter
+    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", run_folder, "--out", tmp_path / "x.jsonl")
+    assert code == 2 and "holds no adapter and no usable checkpoint-N folder" in err
+    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", checkpoint, "--out", tmp_path / "x.jsonl")
+    assert (
+        code == 2 and "holds no LoRA adapter (no adapter_config.json)" in err and "model.name_or_path=" in err
+    )
+
+
+def test_vllm_engine_without_vllm_is_a_clear_error(capsys, tmp_path):
+    if generation.importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    code, _, err = run(capsys, "gsm8k_tiny", "--engine", "vllm", "--out", tmp_path / "x.jsonl")
+    assert code == 2 and "--engine vllm needs vLLM, which is not installed" in err
+
+
+@pytest.mark.slow
+def test_the_script_prints_errors_without_a_traceback(tmp_path):
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "recipes" / "evaluate.py"),
+            "gsm8k_tiy",
+            "--out",
+            str(tmp_path / "x.jsonl"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "Did you mean gsm8k_tiny?" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_adapter_evaluated_on_other_data_than_its_run_trained_on_is_warned(tmp_path, caplog):
+    from recipes.evaluation.trained_on import warn_if_other_data
+
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text('{"question": "1+1?", "answer": 2}\n')
+    trained = load_recipe("gsm8k_tiny", ["data.task=jsonl", f"data.source={mine}"])
+    run = tmp_path / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    (run / "recipe.yaml").write_text(trained.to_yaml())  # as recipes/run.py writes it
+    with caplog.at_level(logging.WARNING, logger="recipes.evaluate"):
+        assert warn_if_other_data(run, trained.config["data"]) == []
+        assert warn_if_other_data(run / "checkpoint-2", trained.config["data"]) == []
+        assert not caplog.records
+        # The run's data.* overrides forgotten: the bundled GSM8K sample instead of the user's file.
+        assert warn_if_other_data(run / "checkpoint-2", load_recipe("gsm8k_tiny").config["data"]) == [
+            "task",
+            "source",
+        ]
+    assert f"data.task='jsonl', data.source='{mine}' ({run / 'recipe.yaml'})" in caplog.text
+    assert "pass the run's data.* overrides" in caplog.text
+    assert (
+        warn_if_other_data(tmp_path / "downloaded", trained.config["data"]) == []
+    )  # no recipe.yaml beside it
