@@ -50,6 +50,15 @@ def outcomes_from_counts(
     return {f"{prefix}{i:02d}": [k < c for k in range(n)] for i, (c, n) in enumerate(zip(counts, sizes))}
 
 
+def run_compare(capsys, *argv) -> tuple[int, str, str]:
+    """Call ``stats.compare``'s main in this process: exit status, stdout, stderr."""
+    from stats.compare import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def run_cli(module: str, *args: str | Path) -> subprocess.CompletedProcess:
     """Run ``python -m module args`` from the repository root and capture its output."""
     return subprocess.run(

@@ -1,4 +1,4 @@
-"""The `python -m stats.compare` command: report, JSON, plot, swap report and input errors."""
+"""The `python -m stats.compare` command: report, JSON, plot and input errors."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from _stats_helpers import REPO, outcomes_from_counts, run_cli, write_records
+from _stats_helpers import REPO, outcomes_from_counts, run_cli, run_compare, write_records
 
-from stats._io import write_text_atomic
 from stats.analysis import compare_models
-from stats.compare import main
 from stats.plots import draw_comparison
-from stats.records import InputError, load_records, pair_questions
+from stats.records import load_records, pair_questions
 
 BASE_73 = [5, 5, 5, 5, 5, 4, 4, 4, 4, 4, 3, 3, 3, 3, 3, 2, 2, 2, 3, 4]
 TUNED_92 = [5] * 12 + [4] * 8
@@ -30,14 +28,8 @@ def reference_files(tmp_path):
     return base, tuned
 
 
-def _run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_json_output_has_the_documented_shape_and_reference_headline(capsys, reference_files):
-    code, out, _ = _run(capsys, *reference_files, "--json")
+    code, out, _ = run_compare(capsys, *reference_files, "--json")
     assert code == 0
     result = json.loads(out)
     for model, correct in (("baseline", 73), ("tuned", 92)):
@@ -58,7 +50,7 @@ def test_json_output_has_the_documented_shape_and_reference_headline(capsys, ref
 
 
 def test_text_report_states_methods_labels_and_verdict(capsys, reference_files):
-    code, out, _ = _run(capsys, *reference_files)
+    code, out, _ = run_compare(capsys, *reference_files)
     assert code == 0
     assert re.search(
         r"baseline\s+73\.0%\s+95% CI \[\d+\.\d%, \d+\.\d%\]\s+\(73/100 samples, 20 questions", out
@@ -81,11 +73,11 @@ def test_no_difference_prints_undefined_and_exits_zero(capsys, tmp_path):
     outcomes = outcomes_from_counts([1, 2, 0, 3], 3)
     base = write_records(tmp_path / "b.jsonl", outcomes)
     tuned = write_records(tmp_path / "t.jsonl", outcomes)
-    code, out, _ = _run(capsys, base, tuned)
+    code, out, _ = run_compare(capsys, base, tuned)
     assert code == 0
     assert "undefined: all per-question differences are zero" in out
     assert "Verdict: no difference to test" in out
-    code, out, _ = _run(capsys, base, tuned, "--json")
+    code, out, _ = run_compare(capsys, base, tuned, "--json")
     result = json.loads(out)
     assert result["tests"]["sign_flip"]["p_value"] is None
     assert result["tests"]["sign_flip"]["undefined"] == "all per-question differences are zero"
@@ -95,7 +87,7 @@ def test_no_difference_prints_undefined_and_exits_zero(capsys, tmp_path):
 def test_uneven_samples_are_reported(capsys, tmp_path):
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], [3, 5, 4, 5]))
     tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1, 5], 5))
-    code, out, _ = _run(capsys, base, tuned)
+    code, out, _ = run_compare(capsys, base, tuned)
     assert code == 0
     assert "3 to 5 samples per question (2 questions have fewer than 5: 'q00' (3), 'q02' (4))" in out
     assert "(10/20 samples, 4 questions, 5 samples per question)" in out
@@ -108,7 +100,7 @@ def test_a_file_holding_fewer_questions_than_its_run_planned_is_warned_about(cap
     tuned = write_records(
         tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1], 8), extra={**planned, "planned_questions": 3}
     )
-    assert _run(capsys, base, tuned)[0] == 0
+    assert run_compare(capsys, base, tuned)[0] == 0
     assert (
         f"{base} holds 3 of the 500 questions (up to 8 of 8 samples each) its recipes/evaluate.py run"
         in caplog.text
@@ -119,15 +111,15 @@ def test_a_file_holding_fewer_questions_than_its_run_planned_is_warned_about(cap
 def test_intersect_reports_what_was_dropped(capsys, tmp_path):
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0, 1, 1], 1))
     tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([1, 1, 1], 1))
-    code, _, err = _run(capsys, base, tuned)
+    code, _, err = run_compare(capsys, base, tuned)
     assert code == 2 and "cover different questions: 1 of 4 differ" in err
-    code, out, _ = _run(capsys, base, tuned, "--intersect")
+    code, out, _ = run_compare(capsys, base, tuned, "--intersect")
     assert code == 0
     assert (
         "--intersect dropped 1 questions: 1 only in the baseline file, 0 only in the tuned file (e.g. 'q03')"
         in out
     )
-    code, out, _ = _run(capsys, base, tuned, "--intersect", "--json")
+    code, out, _ = run_compare(capsys, base, tuned, "--intersect", "--json")
     result = json.loads(out)
     assert result["dropped"] == {"baseline_only": ["q03"], "tuned_only": []}
     assert result["difference"]["questions"] == 3
@@ -142,45 +134,15 @@ def test_intersect_reports_what_was_dropped(capsys, tmp_path):
     ],
 )
 def test_bad_output_paths_fail_before_any_work(capsys, reference_files, extra, expected):
-    code, out, err = _run(capsys, *reference_files, *extra)
+    code, out, err = run_compare(capsys, *reference_files, *extra)
     assert code == 2 and expected in err and out == ""
-
-
-def test_an_output_never_replaces_an_input_or_a_folder(capsys, tmp_path):
-    base = write_records(tmp_path / "base.md", {"q1": [True], "q2": [False]})  # records under an odd name
-    tuned = write_records(tmp_path / "tuned.jsonl", {"q1": [True], "q2": [True]})
-    before = base.read_bytes()
-    code, out, err = _run(capsys, base, tuned, "--swaps", base)
-    assert code == 2 and f"--swaps {base} is one of the input files" in err and out == ""
-    assert base.read_bytes() == before
-    (tmp_path / "plots.png").mkdir()
-    code, out, err = _run(capsys, base, tuned, "--plot", tmp_path / "plots.png")
-    assert code == 2 and "is a folder; give a file path" in err and out == ""
-
-
-@pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg", ".md"])
-def test_an_output_replaces_only_a_file_this_command_wrote(capsys, tmp_path, suffix):
-    base = write_records(tmp_path / "base.jsonl", {"q1": [True], "q2": [False]})
-    tuned = write_records(tmp_path / "tuned.jsonl", {"q1": [True], "q2": [True]})
-    option = "--swaps" if suffix == ".md" else "--plot"
-    theirs = tmp_path / f"notes{suffix}"
-    theirs.write_text("someone's own file")
-    code, out, err = _run(capsys, base, tuned, option, theirs)
-    assert code == 2 and f"{option} {theirs} exists and was not written by this command" in err and out == ""
-    assert theirs.read_text() == "someone's own file"
-    ours = tmp_path / f"ours{suffix}"
-    assert _run(capsys, base, tuned, option, ours)[0] == 0
-    assert _run(capsys, base, tuned, option, ours)[0] == 0  # its own output, written again
-    with pytest.raises(InputError, match="exists and was not written by grpo-recipes' stats"):
-        write_text_atomic(theirs, "replaced")  # the writer checks too, for callers that skip the command line
-    assert theirs.read_text() == "someone's own file"
 
 
 def test_duplicate_sample_is_an_error(capsys, tmp_path, reference_files):
     base, tuned = reference_files
     dup = tmp_path / "dup.jsonl"
     dup.write_text(base.read_text() + base.read_text().splitlines()[0] + "\n")
-    code, _, err = _run(capsys, dup, tuned)
+    code, _, err = run_compare(capsys, dup, tuned)
     assert code == 2
     assert "line 101: duplicate (id, sample) = ('q00', 0), first seen on line 1" in err
 
@@ -215,7 +177,7 @@ def test_cli_different_question_sets_without_traceback(tmp_path):
 
 def test_plot_is_written_and_shows_each_question(capsys, tmp_path, reference_files):
     plot = tmp_path / "cmp.png"
-    code, _, err = _run(capsys, *reference_files, "--plot", plot)
+    code, _, err = run_compare(capsys, *reference_files, "--plot", plot)
     assert code == 0 and f"wrote {plot}" in err
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     mask = os.umask(0)
@@ -234,57 +196,6 @@ def test_plot_is_written_and_shows_each_question(capsys, tmp_path, reference_fil
     assert sorted(round(bar.get_height()) for bar in right.containers[0]) == [0] * 6 + [20] * 9 + [40] * 5
     assert "14 improved, 0 regressed, 6 unchanged" in right.get_title()
     assert [t.get_text() for t in left.get_xticklabels()] == ["baseline\n73/100", "tuned\n92/100"]
-
-
-def test_swaps_report_lists_swaps_and_examples(capsys, tmp_path):
-    base_outcomes = {
-        "qin": [False, False, False],
-        "qout": [True, True, True],
-        "qright": [True, True, False],
-        "qwrong": [False, False, False],
-        "qright2": [True, True, True],
-        "qhalf": [True, False],
-    }
-    tuned_outcomes = {
-        "qin": [True, True, False],
-        "qout": [False, False, True],
-        "qright": [True, True, True],
-        "qwrong": [True, False, False],
-        "qright2": [True, True, True],
-        "qhalf": [True, True],
-    }
-    base = write_records(tmp_path / "b.jsonl", base_outcomes, model="baseline")
-    tuned = write_records(tmp_path / "t.jsonl", tuned_outcomes, model="tuned")
-    lines = [json.loads(x) for x in tuned.read_text().splitlines()]
-    lines[0]["completion"] = "Let me compute:\n```python\nprint(0)\n```\nThe answer is 0"
-    tuned.write_text("".join(json.dumps(x) + "\n" for x in lines))
-    swaps = tmp_path / "swaps.md"
-    code, _, _ = _run(capsys, base, tuned, "--swaps", swaps, "--examples", "1")
-    assert code == 0
-    text = swaps.read_text()
-    assert "| swap-in (baseline wrong, tuned right) | 2 |" in text
-    assert "| swap-out (baseline right, tuned wrong) | 1 |" in text
-    assert "| both right | 2 |" in text and "| both wrong | 1 |" in text
-    assert "more than half of its samples" in text
-    ins = text.split("## Swap-ins")[1].split("## Swap-outs")[0]
-    # largest accuracy change first (+2/3 before +1/2); 1 of 2 right is no majority, so qhalf is a swap-in
-    assert ins.index("### qin: baseline 0/3 -> tuned 2/3") < ins.index("### qhalf: baseline 1/2 -> tuned 2/2")
-    assert "Question qin: what is 0?" in ins and "**Gold:** 0" in ins
-    assert "**Baseline** (sample 0, wrong, answered '-1')" in ins
-    assert "baseline sample 0 of qin: the answer is -1" in ins
-    assert "**Tuned** (sample 0, right, answered '0')" in ins
-    assert "````text\nLet me compute:\n```python\nprint(0)\n```\nThe answer is 0\n````" in ins
-    outs = text.split("## Swap-outs")[1].split("## Both right")[0]
-    assert (
-        "### qout: baseline 3/3 -> tuned 1/3" in outs and "tuned sample 0 of qout: the answer is -2" in outs
-    )
-    both_right = text.split("## Both right (up to 1 examples)")[1].split("## Both wrong")[0]
-    assert both_right.count("### ") == 1 and "### qright" in both_right
-    both_wrong = text.split("## Both wrong (up to 1 examples)")[1]
-    assert "### qwrong: baseline 0/3 -> tuned 1/3" in both_wrong
-    assert (
-        "tuned sample 1 of qwrong: the answer is -4" in both_wrong
-    )  # the wrong sample agrees with the verdict
 
 
 def test_stats_imports_neither_torch_nor_transformers_and_comes_from_this_repo():
@@ -317,18 +228,18 @@ def test_different_decoding_is_refused_unless_asked_for_and_then_said(capsys, ca
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), extra=sampled)
     greedy = {**sampled, "temperature": 0.0}
     tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=greedy)
-    code, out, err = _run(capsys, base, tuned)
+    code, out, err = run_compare(capsys, base, tuned)
     assert code == 2 and out == ""
     assert f"{base} and {tuned} were generated with different decoding (temperature 1.0 vs 0.0)" in err
     assert "pass --different-decoding to compare them anyway" in err
-    code, out, _ = _run(capsys, base, tuned, "--different-decoding")
+    code, out, _ = run_compare(capsys, base, tuned, "--different-decoding")
     assert code == 0 and "Verdict" in out
     assert "mixes the training's effect with the decoding's" in caplog.text
     same = write_records(tmp_path / "s.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=sampled)
-    assert _run(capsys, base, same)[0] == 0
+    assert run_compare(capsys, base, same)[0] == 0
 
 
 def test_the_same_file_twice_is_refused(capsys, tmp_path):
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3))
-    code, _, err = _run(capsys, base, tmp_path / "." / "b.jsonl")
+    code, _, err = run_compare(capsys, base, tmp_path / "." / "b.jsonl")
     assert code == 2 and "is given as both the baseline and the tuned file" in err
