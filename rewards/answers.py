@@ -112,11 +112,13 @@ def read_gold(gold: str | float | Gold) -> Gold:
         answer = answer_from_snippet(after)
     else:
         number = answer_from_snippet(text, strict=True)
-        answer = number if number and is_canonical_number(number) else latex_from_snippet(text)
+        # Strict: a sentence ("She has 3 apples and buys 4 more, so 7.") is refused, not read as its first number.
+        answer = number if number and is_canonical_number(number) else latex_from_snippet(text, strict=True)
     if answer is None or (answer == HEDGED and marker) or answer.lower() in _PLACEHOLDERS:
         raise ValueError(
-            f"gold answer {text[-200:]!r} holds no number or expression; expected a plain answer "
-            r"such as '42', a LaTeX answer such as '\frac{3}{4}', or GSM8K's solution form '... #### 42'."
+            f"gold answer {text[-200:]!r} is not one number or expression; expected a plain answer "
+            r"such as '42', a LaTeX answer such as '\frac{3}{4}', or GSM8K's solution form '... #### 42' (a "
+            r"sentence: end it with '#### 42'; a text answer: \text{...})."
         )
     return Gold(answer, latex=not is_canonical_number(answer) and not marker)
 

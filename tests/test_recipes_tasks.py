@@ -60,7 +60,7 @@ def test_an_answer_the_grader_cannot_read_stops_the_load_naming_its_line(tmp_pat
     with pytest.raises(DataError) as raised:
         load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
     assert str(raised.value).startswith(
-        f"{folder / 'train.jsonl'} line 6: 'answer': gold answer 'forty-two' holds no number or expression"
+        f"{folder / 'train.jsonl'} line 6: 'answer': gold answer 'forty-two' is not one number or expression"
     )
     write_jsonl(folder / "train.jsonl", [{"question": "q", "answer": "1"}, {"question": "q2"}])
     with pytest.raises(DataError, match=r"train.jsonl line 2: no 'answer' field; every row needs one\."):

@@ -90,7 +90,7 @@ def test_missing_or_mismatched_arguments_are_clear_errors():
         reward(completions=["#### 18"], completion_ids=[[1]], question=["q"], answer=["a"])
     with pytest.raises(ValueError, match="got 2 `gold` values for 1 completions"):
         reward(completions=["#### 18"], completion_ids=[[1]], gold=["18", "18"])
-    with pytest.raises(ValueError, match="gold answer 'n/a' holds no number"):
+    with pytest.raises(ValueError, match="gold answer 'n/a' is not one number"):
         reward(completions=["#### 18"], completion_ids=[[1]], gold=["n/a"])
 
 

@@ -192,12 +192,17 @@ def test_gold_forms(gold):
     assert not is_correct("So she pays \\boxed{1{,}081}.", gold)
 
 
-@pytest.mark.parametrize("gold", ["", "n/a", "#### "])
-def test_gold_without_an_answer_raises_with_the_expected_form(gold):
+# A sentence was read as its first number: gold 3 for "... so 7.", and training rewarded the wrong answer.
+@pytest.mark.parametrize(
+    "gold",
+    ["", "n/a", "#### ", "She has 3 apples and buys 4 more, so 7.", "2 hours 30 minutes", "Paris, France"],
+)
+def test_gold_without_one_answer_raises_with_the_expected_form(gold):
     with pytest.raises(
-        ValueError, match=r"holds no number or expression; expected a plain answer such as '42'"
+        ValueError, match=r"is not one number or expression; expected a plain answer such as '42'.*#### 42"
     ):
         is_correct("#### 18", gold)
+    assert gold_answer(r"\text{Paris, France}") == r"\text{Paris, France}" and gold_answer("7 apples") == "7"
 
 
 @pytest.mark.parametrize("gold", [None, True, [18]])
