@@ -49,15 +49,23 @@ def test_membership_is_by_whitespace_normalised_question_text(tmp_path):
     questions = [f"What is {i} plus 1?" for i in range(40)]
     held = [q for q in questions if in_heldout(q)]
     assert held and in_heldout(held[0].replace(" ", "  \n"))
-    # The same question, spaced differently and with another id, lands in the held-out split with its twin.
-    rows = [{"question": q, "answer": i, "id": f"u{i}"} for i, q in enumerate(questions)]
-    rows.append({"question": held[0].replace(" ", "\t "), "answer": 0, "id": "twin"})
-    source = write_jsonl(tmp_path / "mine" / "train.jsonl", rows)
-    data = {**SECTION, "task": "jsonl", "source": str(source.parent)}
+    # The same question, spaced differently, lands in the held-out split with its twin (GSM8K data: the jsonl
+    # task refuses a question twice).
+    rows = [{"question": q, "answer": f"#### {i}"} for i, q in enumerate(questions)]
+    rows.append({"question": held[0].replace(" ", "\t "), "answer": "#### 0"})
+    source = write_jsonl(tmp_path / "gsm8k" / "train.jsonl", rows)
+    data = {**SECTION, "task": "gsm8k", "source": str(source.parent)}
     heldout, train = load_split(data, "heldout"), load_split(data)
-    assert "twin" in heldout["id"] and len(heldout) == len(held) + 1 and len(train) == 40 - len(held)
-    assert heldout["id"][0].startswith("u")  # the user's ids are kept
+    assert (
+        "gsm8k-train-00040" in heldout["id"]
+        and len(heldout) == len(held) + 1
+        and len(train) == 40 - len(held)
+    )
     assert not normalised(heldout["question"]) & normalised(train["question"])
+    mine = write_jsonl(
+        tmp_path / "mine" / "train.jsonl", [{**r, "id": f"u{i}"} for i, r in enumerate(rows[:40])]
+    )
+    assert load_split({**data, "task": "jsonl", "source": str(mine)}, "heldout")["id"][0].startswith("u")
 
 
 def test_limit_applies_to_training_rows_after_the_carve(gsm8k_dir):

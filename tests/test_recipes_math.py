@@ -118,7 +118,9 @@ def test_gold_is_the_last_balanced_box_and_levels_parse(tmp_path):
     unreadable = write_jsonl(
         tmp_path / "na" / "train.jsonl", [original("algebra", 0, solution=r"So \boxed{N/A}.")]
     )
-    with pytest.raises(DataError, match=r"train.jsonl line 1: 'solution': gold answer 'N/A' is not one number"):
+    with pytest.raises(
+        DataError, match=r"train.jsonl line 1: 'solution': gold answer 'N/A' is not one number"
+    ):
         load_split({**SECTION, "source": str(unreadable)}, split="train")  # the gold came from the solution
     bad = write_jsonl(tmp_path / "bad" / "train.jsonl", [original("algebra", 0, "hard")])
     with pytest.raises(DataError, match=r"train.jsonl line 1: level 'hard' is not 1-5"):

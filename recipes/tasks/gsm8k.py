@@ -6,7 +6,14 @@ fields in the same shape. Row ids are ``gsm8k-<split>-<index>``: stable as long 
 
 from __future__ import annotations
 
-from recipes.tasks.sources import DataError, checked_gold, read_raw, require_columns, row_place
+from recipes.tasks.sources import (
+    DataError,
+    checked_gold,
+    checked_question,
+    read_raw,
+    require_columns,
+    row_place,
+)
 
 
 def gold_number(solution: str) -> str | None:
@@ -33,6 +40,12 @@ def rows(data: dict, split: str):
                 "solutions end; for files whose answer is the final answer alone, use data.task: jsonl."
             )
         gold = gold_number(checked_gold(solution, "answer", source, split, index))
-        return {"id": f"gsm8k-{split}-{index:05d}", "solution": str(solution), "gold": gold}
+        question = checked_question(row["question"], "question", source, split, index)
+        return {
+            "id": f"gsm8k-{split}-{index:05d}",
+            "question": question,
+            "solution": str(solution),
+            "gold": gold,
+        }
 
     return raw.map(convert, with_indices=True, remove_columns=["answer"])

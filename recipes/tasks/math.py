@@ -26,7 +26,7 @@ import re
 from collections import Counter
 
 from common.suggestions import did_you_mean
-from recipes.tasks.sources import DataError, checked_gold, config_names, read_raw, row_place
+from recipes.tasks.sources import DataError, checked_gold, checked_question, config_names, read_raw, row_place
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ def rows(data: dict, split: str):
         out.append(
             {
                 "id": row_id,
-                "question": row["problem"],
+                "question": checked_question(row["problem"], "problem", source, split, index),
                 "solution": solution or gold,
                 "gold": gold,
                 "subject": subject,

@@ -24,9 +24,25 @@ class DataError(UserError):
 
 
 def _split_files(folder: Path, split: str) -> list[Path]:
-    """The data files of ``split`` in a folder."""
+    """The data files of ``split`` in a folder: one file, or the shards of one (``train-00000-of-00002``).
+
+    Raises:
+        DataError: Several files match (``test.jsonl`` beside ``test_small.jsonl`` or ``old/test.jsonl``): read
+            together, they would repeat questions without a word.
+    """
     word = _split_word(split)
-    return sorted(f for f in folder.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
+    files = sorted(f for f in folder.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
+    sets = {(f.parent, _SHARD.sub("", f.stem)) for f in files}
+    if len(sets) > 1:
+        names = ", ".join(str(f.relative_to(folder)) for f in files[:6]) + (" ..." if len(files) > 6 else "")
+        raise DataError(
+            f"{folder}: {len(files)} files hold a {split} split ({names}), and they are not shards of one "
+            f"file. Keep one {split} file (or one set of shards) in the folder, or name the file as data.source."
+        )
+    return files
+
+
+_SHARD = re.compile(r"-\d+-of-\d+$")
 
 
 def _split_word(split: str) -> re.Pattern:
@@ -68,16 +84,31 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
     return kinds.pop(), [str(f) for f in files]
 
 
-def check_jsonl(file: Path) -> None:
-    """A DataError naming the file and line when a JSONL file is empty or a line is not a JSON object.
+# Fields every task reads as text: a JSON integer beyond 2**53 there loses digits when read (the reader makes a
+# column of large or mixed numbers 64-bit floats), so 1180591620717411303424 would become 1.1805916207174113e+21.
+TEXT_FIELDS = ("answer", "id")
+EXACT_INTEGERS = 2**53
 
-    ``datasets`` reports both as a traceback without the line; reading the file once first costs little.
+
+def check_jsonl(file: Path) -> None:
+    """A DataError naming the file and line when a JSONL file is empty, a line is not UTF-8 or not a JSON object,
+    or an answer or id is a number that reading would change.
+
+    ``datasets`` reports the first two as a traceback without the line and changes the last silently; reading the
+    file once first costs little.
     """
     import json
 
     empty = True
-    with open(file, encoding="utf-8", errors="replace") as handle:
-        for number, line in enumerate(handle, start=1):
+    with open(file, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # datasets reads a leading BOM
+            except UnicodeDecodeError as e:
+                raise DataError(
+                    f"{file} line {number} is not UTF-8 text ({e.reason}): save the file as UTF-8 "
+                    f"(e.g. iconv -f latin1 -t utf-8 {file.name} > fixed.jsonl)."
+                ) from None
             if not line.strip():
                 continue
             empty = False
@@ -91,6 +122,13 @@ def check_jsonl(file: Path) -> None:
                 raise DataError(
                     f"{file} line {number} is not a JSON object with named fields: {line.strip()[:80]!r}"
                 )
+            for field in TEXT_FIELDS:
+                value = row.get(field)
+                if isinstance(value, int) and not isinstance(value, bool) and abs(value) > EXACT_INTEGERS:
+                    raise DataError(
+                        f"{file} line {number}: {field!r} is the number {value}, too large to read exactly "
+                        f'(JSON numbers become 64-bit floats): write it as a string, "{field}": "{value}".'
+                    )
     if empty:
         raise DataError(f"{file} is empty: a JSONL data file holds one JSON object per line.")
 
@@ -198,6 +236,11 @@ def checked_gold(answer, field: str, source: str, split: str, index: int) -> str
 
     if answer is None:
         raise DataError(f"{row_place(source, split, index)}: no {field!r} field; every row needs one.")
+    if isinstance(answer, (bool, list, dict)):
+        raise DataError(
+            f"{row_place(source, split, index)}: the {field!r} field is {type(answer).__name__} {answer!r}; a gold "
+            'answer is a number or a text such as "42" or "\\\\frac{3}{4}".'
+        )
     text = str(answer).strip()
     if not text:
         raise DataError(f"{row_place(source, split, index)}: the {field!r} field is empty.")
@@ -206,6 +249,16 @@ def checked_gold(answer, field: str, source: str, split: str, index: int) -> str
     except ValueError as e:
         raise DataError(f"{row_place(source, split, index)}: {field!r}: {e}") from None
     return text
+
+
+def checked_question(question, field: str, source: str, split: str, index: int) -> str:
+    """A row's question, once it is text that is not blank; else a DataError naming the file and line."""
+    if not isinstance(question, str) or not question.strip():
+        found = "missing" if question is None else "blank" if isinstance(question, str) else repr(question)
+        raise DataError(
+            f"{row_place(source, split, index)}: the {field!r} field is {found}; every row needs one."
+        )
+    return question
 
 
 def require_columns(raw, columns: tuple[str, ...], source: str) -> None:

@@ -11,26 +11,51 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from recipes.tasks.sources import DataError, checked_gold, read_raw, require_columns
+from recipes.tasks.heldout import normalised
+from recipes.tasks.sources import (
+    DataError,
+    checked_gold,
+    checked_question,
+    read_raw,
+    require_columns,
+    row_place,
+)
 
 
 def rows(data: dict, split: str):
     """Rows of ``split`` with ``id``, ``question``, ``solution`` and ``gold`` (the ``answer`` column)."""
+    from datasets import Value
+
     source = data["source"]
     raw = read_raw(source, split, data.get("config"))
     require_columns(raw, ("question", "answer"), source)
     stem = Path(source).stem or "jsonl"
     has_id, has_solution = "id" in raw.column_names, "solution" in raw.column_names
+    if has_id:  # ids are text: integer ids would stay integers, which evaluation records refuse
+        if None in raw["id"]:
+            raise DataError(
+                f"{row_place(source, split, raw['id'].index(None))}: no 'id' field, though other rows have one; "
+                "give every row an id, or none (ids are then made from the file and row)."
+            )
+        raw = raw.cast_column("id", Value("string"))
 
     def convert(row, index):
-        gold = checked_gold(row["answer"], "answer", source, split, index)
         return {
-            "id": str(row["id"]) if has_id else f"{stem}-{split}-{index:05d}",
-            "gold": gold,
-            "solution": row["solution"] if has_solution else gold,
+            "id": row["id"] if has_id else f"{stem}-{split}-{index:05d}",
+            "question": checked_question(row["question"], "question", source, split, index),
+            "gold": checked_gold(row["answer"], "answer", source, split, index),
+            "solution": row["solution"] if has_solution else str(row["answer"]).strip(),
         }
 
-    out = raw.map(convert, with_indices=True, remove_columns=["answer"] + (["id"] if has_id else []))
+    out = raw.map(convert, with_indices=True, remove_columns=["answer"])
     if has_id and len(set(out["id"])) < len(out):
         raise DataError(f"{source} ({split}): the id column repeats ids; ids must be unique.")
+    first: dict[str, int] = {}
+    for index, question in enumerate(out["question"]):
+        # A question twice counts twice in every accuracy, and twice with two golds grades one of them wrong.
+        if (seen := first.setdefault(normalised(question), index)) != index:
+            raise DataError(
+                f"{row_place(source, split, index)}: the same question as {row_place(source, split, seen)}; "
+                "each question once, please (remove the copy, or the file that repeats the split)."
+            )
     return out

@@ -1,0 +1,101 @@
+"""A user's own data files: what would pass silently and change results is refused, naming the file and line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from recipes.data import DataError, load_split
+
+SECTION = {"system_prompt": "Be brief.", "config": None}
+
+
+def write_jsonl(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def load(source, task="jsonl", split="train"):
+    return load_split({**SECTION, "task": task, "source": str(source)}, split=split)
+
+
+def rows(n, **extra):
+    return [{"question": f"What is {i} + 1?", "answer": i + 1, **extra} for i in range(n)]
+
+
+def test_integer_ids_are_text_and_a_row_without_one_is_named(tmp_path):
+    """Integer ids stayed integers, and the evaluation records they made were refused only at stats.compare."""
+    file = write_jsonl(tmp_path / "train.jsonl", [{**r, "id": i} for i, r in enumerate(rows(3))])
+    assert load(file)["id"] == ["0", "1", "2"]
+    partial = [{**r, "id": f"q{i}"} for i, r in enumerate(rows(3))]
+    del partial[1]["id"]
+    write_jsonl(file, partial)  # was "the id column repeats ids": the missing ones became "None"
+    with pytest.raises(DataError, match=r"train.jsonl line 2: no 'id' field, though other rows have one"):
+        load(file)
+
+
+@pytest.mark.parametrize(("question", "found"), [(None, "missing"), ("  ", "blank"), (7, "7")])
+@pytest.mark.parametrize("task", ["jsonl", "gsm8k"])
+def test_a_row_without_a_question_is_named(tmp_path, question, found, task):
+    """A null question crashed with AttributeError in the held-out hash; a blank one trained on nothing."""
+    data = [{"question": f"q{i}?", "answer": f"#### {i}"} for i in range(4)]
+    data[2]["question"] = question
+    file = write_jsonl(tmp_path / "train.jsonl", data)
+    with pytest.raises(DataError, match=rf"train.jsonl line 3: the 'question' field is {found}; every row"):
+        load(file, task)
+
+
+def test_text_that_is_not_utf8_is_named_and_a_bom_is_read(tmp_path):
+    file = tmp_path / "train.jsonl"
+    file.write_bytes('{"question": "Caf\u00e9 bill: 2 + 2?", "answer": 4}\n'.encode("latin-1") * 2)
+    with pytest.raises(
+        DataError, match=r"train.jsonl line 1 is not UTF-8 text \(.*\): save the file as UTF-8"
+    ):
+        load(file)
+    file.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(r) + "\n" for r in rows(3)).encode())
+    assert load(file)["gold"] == ["1", "2", "3"]
+
+
+def test_answers_that_reading_would_change_are_refused(tmp_path):
+    """2**70 became 1.1805916207174113e+21 (every such gold alike), and true became the gold 'True'."""
+    file = write_jsonl(tmp_path / "train.jsonl", [*rows(2), {"question": "2**70?", "answer": 2**70}])
+    with pytest.raises(
+        DataError, match=rf"line 3: 'answer' is the number {2**70}, too large .* \"answer\": \"{2**70}\""
+    ):
+        load(file)
+    write_jsonl(
+        file, [*rows(2), {"question": "2**53?", "answer": 2**53}, {"question": "big?", "answer": "1" * 30}]
+    )
+    assert load(file)["gold"][2:] == [str(2**53), "1" * 30]
+    for bad in (True, [1, 2], {"value": 5}):
+        write_jsonl(file, [*rows(2), {"question": "odd?", "answer": bad}])
+        with pytest.raises(
+            DataError, match=r"line 3: the 'answer' field is (bool|list|dict) .*; a gold answer"
+        ):
+            load(file)
+
+
+def test_several_files_of_one_split_are_refused_but_shards_are_one_file(tmp_path):
+    """train_backup.jsonl and old/train.jsonl were read with train.jsonl: 170 rows, 118 questions."""
+    write_jsonl(tmp_path / "train.jsonl", rows(4))
+    write_jsonl(tmp_path / "train_backup.jsonl", rows(2))
+    write_jsonl(tmp_path / "old" / "train.jsonl", rows(2))
+    with pytest.raises(
+        DataError, match=r"3 files hold a train split \(old/train.jsonl, train.jsonl, train_b"
+    ):
+        load(tmp_path)
+    shards = tmp_path / "shards"
+    write_jsonl(shards / "train-00000-of-00002.jsonl", rows(4)[:2])
+    write_jsonl(shards / "train-00001-of-00002.jsonl", rows(4)[2:])
+    assert load(shards)["gold"] == ["1", "2", "3", "4"]
+
+
+def test_a_question_twice_is_refused_naming_both_lines(tmp_path):
+    """The same question with golds 115 and 999 loaded silently: one of the two always graded wrong."""
+    data = rows(5)
+    data[4] = {"question": "What  is 1 + 1?", "answer": 999}  # line 2's question, other spacing
+    file = write_jsonl(tmp_path / "test.jsonl", data)
+    with pytest.raises(DataError, match=r"test.jsonl line 5: the same question as .*test.jsonl line 2"):
+        load(file, split="test")
