@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from callbacks.remote import is_training_state
+from callbacks.saved_adapter import ADAPTER_FILE
 from common.secrets import SECRET_KEY
 from recipes.launcher import first_process
 from recipes.recipe import Recipe, RecipeError
@@ -164,13 +165,50 @@ def stopped_early(checkpoint: Path) -> str | None:
     return history["stopped"]["reason"] if history and history["stopped"] else None
 
 
-def keep_final_adapter(checkpoint: Path, output_dir: Path) -> None:
-    """Put the last checkpoint's adapter in ``output_dir`` if a crash came between that save and the final one."""
-    if (output_dir / "adapter_model.safetensors").is_file():
-        return
+def keep_final_adapter(recipe: Recipe, checkpoint: Path, output_dir: Path) -> bool:
+    """Make ``output_dir``'s final adapter the finished checkpoint's, unless it already is; True when restored.
+
+    The final folder is complete when its trainer_state.json, written last (recipes/run.py), has the checkpoint's
+    step. Otherwise it is restored: no final save yet (a crash after the last checkpoint), a kill during the
+    final save (a truncated adapter), or another step's adapter (the run went on from the store elsewhere).
+    """
+    from callbacks.heldout_history import HISTORY_NAME, read_history
+    from recipes.atomic import write_text_atomically
+    from recipes.model_card import model_card
+
+    state = json.loads((checkpoint / STATE_NAME).read_text())
+    if _final_step(output_dir) == state["global_step"]:
+        return False
+    skip = {*BOOKKEEPING, STATE_NAME, HISTORY_NAME}
     for source in sorted(checkpoint.iterdir()):
-        if source.is_file() and source.name not in BOOKKEEPING and not is_training_state(source.name):
-            tmp = output_dir / f".{source.name}.tmp"
-            shutil.copy2(source, tmp)
-            os.replace(tmp, output_dir / source.name)
-    logger.info("Final adapter restored in %s from %s", output_dir, checkpoint)
+        if source.is_file() and source.name not in skip and not is_training_state(source.name):
+            _copy_atomically(source, output_dir / source.name)
+    history = read_history(checkpoint / HISTORY_NAME)
+    card = model_card(recipe, state.get("log_history", []), str(output_dir), history)
+    write_text_atomically(output_dir / "README.md", card)  # the project's card, not peft's template
+    if not (output_dir / "recipe.yaml").is_file():  # a folder made on another machine from the store
+        write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
+    _copy_atomically(checkpoint / STATE_NAME, output_dir / STATE_NAME)  # last: the folder is complete
+    logger.info(
+        "Final adapter restored in %s from %s (step %d)", output_dir, checkpoint, state["global_step"]
+    )
+    return True
+
+
+STATE_NAME = "trainer_state.json"
+
+
+def _final_step(output_dir: Path) -> int | None:
+    """The step of ``output_dir``'s final save, from its trainer_state.json; None when there is none or it is
+    unreadable (a kill while it was written)."""
+    try:
+        step = json.loads((output_dir / STATE_NAME).read_text())["global_step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return step if (output_dir / ADAPTER_FILE).is_file() else None
+
+
+def _copy_atomically(source: Path, target: Path) -> None:
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.copy2(source, tmp)
+    os.replace(tmp, target)

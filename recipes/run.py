@@ -186,17 +186,20 @@ def train(recipe) -> Path:
             with logging_redirect_tqdm():
                 trainer.train(resume_from_checkpoint=plan.resume_from)
             trainer.save_model(str(output_dir))  # the final adapter and tokenizer
-            trainer.save_state()  # trainer_state.json: what stats.curves plots
             if state.is_main_process:
                 if problems := saved_adapter_problems(output_dir, trainer.model):
                     raise RuntimeError("The final adapter was not saved in full: " + "; ".join(problems))
                 history = heldout.history if heldout else None
                 card = model_card(recipe, trainer.state.log_history, str(output_dir), history)
                 write_text_atomically(output_dir / "README.md", card)
+            # trainer_state.json (what stats.curves plots) last: a folder whose state has the run's final step
+            # holds its whole final save; a kill before that is finished from the last checkpoint on a rerun.
+            trainer.save_state()
+            if state.is_main_process:
                 logger.info("Final adapter saved to %s", output_dir)
             plan.finish_uploads()  # after the local save: a failing store never costs the adapter
         elif state.is_main_process:
-            keep_final_adapter(Path(plan.resume_from), output_dir)
+            keep_final_adapter(recipe, Path(plan.resume_from), output_dir)
             why = stopped_early(Path(plan.resume_from))
             how = (
                 f"ended early: {why}" if why else f"trainer.max_steps={recipe.config['trainer']['max_steps']}"

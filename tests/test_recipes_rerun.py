@@ -117,18 +117,41 @@ def test_a_changed_recipe_is_refused_naming_the_changed_keys(finished):
     assert snapshot(finished) == before
 
 
-def test_a_crash_before_the_final_save_is_finished_from_the_last_checkpoint(finished, tmp_path):
+def _no_final_save(out):
+    for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json", "recipe.yaml"):
+        (out / name).unlink()
+
+
+def _killed_mid_save(out):  # the adapter half written, the state not yet: the final save writes in place
+    adapter = out / "adapter_model.safetensors"
+    adapter.write_bytes(adapter.read_bytes()[: adapter.stat().st_size // 2])
+    (out / "trainer_state.json").unlink()
+
+
+def _an_earlier_steps_adapter(
+    out,
+):  # the run went on from the store on another machine; this folder stayed behind
+    for name in ("adapter_model.safetensors", "trainer_state.json"):
+        (out / name).write_bytes((out / "checkpoint-2" / name).read_bytes())
+
+
+@pytest.mark.parametrize("damage", [_no_final_save, _killed_mid_save, _an_earlier_steps_adapter])
+def test_a_final_folder_that_is_not_the_last_checkpoints_is_restored_from_it(finished, tmp_path, damage):
+    """Before, only a missing adapter was restored: a half-written one, or step 2's, was called the final adapter."""
     out = tmp_path / "run"
     subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
-    for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json"):
-        (out / name).unlink()
+    damage(out)
     result = run(out)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "Final adapter restored" in result.stderr
+    assert f"Final adapter restored in {out} from {out / 'checkpoint-4'} (step 4)" in result.stderr
     last = out / "checkpoint-4"
     for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json"):
         assert (out / name).read_bytes() == (last / name).read_bytes()
-    assert not (out / "optimizer.pt").exists()
+    assert not (out / "optimizer.pt").exists() and (out / "recipe.yaml").is_file()
+    card = (out / "README.md").read_text()  # the project's card, not the checkpoint's peft template
+    assert "- Training: 4 of 4 steps" in card and "Held-out accuracy (4 questions x 2 samples" in card
+    again = snapshot(out)
+    assert run(out).returncode == 0 and snapshot(out) == again  # complete now: left as it is
 
 
 def test_raising_max_steps_continues_the_run(finished, tmp_path):
