@@ -129,6 +129,46 @@ def restart_over_final_adapter(recipe: Recipe, resume_from: str | None) -> str |
     )
 
 
+# What a run writes at the top of its output folder (recipes/run.py, the trainer's final save, best/).
+RUN_WRITES = (
+    "README.md", "recipe.yaml", "trainer_state.json", "training_args.bin", ADAPTER_FILE, "adapter_config.json",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja", "best",
+)  # fmt: skip
+
+
+def output_folder_refusal(recipe: Recipe) -> str | None:
+    """Why a run may not write to ``trainer.output_dir``; None when it may.
+
+    A folder no run of ours has used (no ``.checkpoint_sync``) that holds a file a run would write is someone
+    else's: the run would write over their README.md or recipe.yaml. A checkpoint store at, inside or around the
+    output folder would mix the store's copies with the trainer's own checkpoint-N folders.
+    """
+    from urllib.parse import urlparse
+
+    from callbacks.resume import SYNC_DIR
+
+    output_dir = Path(recipe.config["trainer"]["output_dir"])
+    theirs = [name for name in RUN_WRITES if (output_dir / name).exists()]
+    if theirs and not (output_dir / SYNC_DIR).is_dir():
+        return (
+            f"trainer.output_dir {output_dir} holds {', '.join(theirs)}, not written by a run of this project: "
+            "a run would write over them. Choose a new or empty trainer.output_dir, or move them away."
+        )
+    uri = recipe.config["checkpoint"]["uri"]
+    parsed = urlparse(uri or "")
+    if not uri or parsed.scheme == "s3":
+        return None
+    store = Path(parsed.path if parsed.scheme == "file" else uri).expanduser().resolve()
+    here = output_dir.expanduser().resolve()
+    if store == here or here in store.parents or store in here.parents:
+        return (
+            f"checkpoint.uri {uri} and trainer.output_dir {output_dir} are "
+            f"{'the same folder' if store == here else 'one inside the other'}: the store would hold the trainer's "
+            "own checkpoint-N folders. Give the store a folder of its own (e.g. a mounted drive)."
+        )
+    return None
+
+
 def check_process_count(resume_from: str | None) -> None:
     """A resume with another number of processes than the checkpoint's: refused under DeepSpeed, whose optimizer
     shards are per rank (it would fail after the model loads); said otherwise, since the batch per step changes.

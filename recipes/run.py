@@ -123,6 +123,7 @@ def train(recipe) -> Path:
         check_process_count,
         finished_step,
         keep_final_adapter,
+        output_folder_refusal,
         restart_over_final_adapter,
         stopped_early,
     )
@@ -147,6 +148,11 @@ def train(recipe) -> Path:
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
     questions = heldout_plan(recipe) if recipe.config["heldout"]["enabled"] else None
     output_dir = Path(recipe.config["trainer"]["output_dir"])
+    refusal = output_folder_refusal(recipe) if state.is_main_process else None
+    if state.num_processes > 1:  # the main process's folder decides for all
+        refusal = broadcast_from_main(refusal)
+    if refusal:
+        raise RecipeError(refusal)
     # Storage and run-conflict checks next: a refused run must not touch another run's output folder.
     plan = prepare_checkpointing(
         output_dir=str(output_dir),

@@ -144,3 +144,46 @@ def test_a_tracker_without_its_package_names_the_extra_to_install(monkeypatch):
         ),
     ]
     load_recipe("gsm8k_tiny", ["trainer.report_to=none"])
+
+
+def test_an_output_folder_holding_someone_elses_files_or_the_store_is_refused(tmp_path):
+    """A user's README.md, recipe.yaml and trainer_state.json were written over; a store in the output folder
+    failed every upload ("manifest.json already exists") and the run exited 0."""
+    from recipes.rerun import output_folder_refusal
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "README.md").write_text("my notes")
+    (out / "data.csv").write_text("1,2")  # not a name a run writes
+    recipe = load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}"])
+    assert output_folder_refusal(recipe) == (
+        f"trainer.output_dir {out} holds README.md, not written by a run of this project: a run would write over "
+        "them. Choose a new or empty trainer.output_dir, or move them away."
+    )
+    result = subprocess.run(
+        [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and "error: trainer.output_dir" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
+        "data.csv",
+    ]  # nothing written, nothing replaced
+    assert (out / "README.md").read_text() == "my notes"
+    (out / ".checkpoint_sync").mkdir()  # a folder a run of ours made: its README.md is the run's card
+    assert output_folder_refusal(recipe) is None
+
+    def with_store(uri):
+        return load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}", f"checkpoint.uri={uri}"])
+
+    for uri, how in [
+        (out, "the same folder"),
+        (f"file://{out}", "the same folder"),
+        (out / "s", "one inside"),
+    ]:
+        assert output_folder_refusal(with_store(uri)).startswith(
+            f"checkpoint.uri {uri} and trainer.output_dir {out} are {how}"
+        )
+    assert output_folder_refusal(with_store(tmp_path)) is not None  # the store around the output folder
+    assert output_folder_refusal(with_store(tmp_path / "elsewhere")) is None
+    assert output_folder_refusal(with_store("s3://bucket/runs/a")) is None
