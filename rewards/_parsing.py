@@ -28,7 +28,10 @@ _NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+
 NUMBER = re.compile(r"(?<![0-9A-Za-z_.])" + _NUMBER_CORE)
 # A hedged answer names several values ("17 or 18", "17-19", "18 \\pm 1"): it must not score on any of them.
 _PLUS_MINUS = re.compile(r"\\pm|\\mp|±|∓")
-_OR = re.compile(r"[0-9]\s*[}(]?\s*(?:\\text\s*\{\s*)?\bor\b\s*\}?\s*\$?-?[0-9]")  # "17 or 18", "17 (or 18)"
+# "17 or 18", "17 (or 18)", "2 and 3", "x = 6 or x = 5", "x = 3 \text{ or } x = 2"
+_OR = re.compile(r"[0-9]\s*[}(]?\s*(?:\\text\s*\{\s*)?\b(?:or|and)\b\s*\}?\s*\$?(?:[A-Za-z]\s*=\s*)?-?[0-9]")
+# One variable given two values: "x=1, x=2".
+_ASSIGNED = re.compile(r"(?<![A-Za-z\\])([A-Za-z])\s*=(?!=)")
 _RANGE = re.compile(
     rf"{_NUMBER_CORE}\s*(?:-|–|—|\\ldots|\.\.\.|to\b|\\text\s*\{{\s*to\s*\}})\s*{_NUMBER_CORE}"
 )
@@ -169,12 +172,15 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     text = _DROP.sub("", text).strip().strip("*_:").strip()
     if (aside := _NUMBER_ASIDE.fullmatch(text)) and _is_working(aside.group(1), aside.group(2)):
         return canonical_number(aside.group(1))
+    # Before "x = 6 or x = 5" is cut to its last value.
+    variables = _ASSIGNED.findall(text)
+    hedged = _PLUS_MINUS.search(text) or _OR.search(text) or len(set(variables)) < len(variables)
     if "=" in text and not _EQUATION.search(text.rsplit("=", 1)[0]):  # "x = 18", not "5x - 7y + 4 = 0"
         text = text.rsplit("=", 1)[1]
     head = _UNIT_TAIL.sub("", text).strip().rstrip(".").strip()
     # "17-19 apples" is a range; "6 - 5i" (a single-letter tail: a variable, the imaginary unit) is a value.
     expression = _SINGLE_LETTER_TAIL.search(text.strip().rstrip("."))
-    if _PLUS_MINUS.search(text) or _OR.search(text) or (_RANGE.fullmatch(head) and not expression):
+    if hedged or (_RANGE.fullmatch(head) and not expression):
         return HEDGED
     if NUMBER.fullmatch(head):
         return canonical_number(head)

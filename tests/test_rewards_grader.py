@@ -263,7 +263,10 @@ def test_format_ok_rejects_unknown_style():
 @pytest.mark.parametrize(
     "completion",
     [r"\boxed{18 \pm 1}", r"$\boxed{18 ± 1}$", "The answer is 17 or 18.", "#### 17-19", "<answer>18 to 19</answer>",
-     r"\boxed{17 \text{ or } 18}", "#### 18 or 17"],
+     r"\boxed{17 \text{ or } 18}", "#### 18 or 17",
+     # These scored on their last value: the "x =" was cut off before the hedge was looked for.
+     "<answer>x=17 or x=18</answer>", r"\boxed{x = 18 \text{ or } x = 17}", r"\boxed{x=17, x=18}",
+     r"\boxed{17 \text{ and } 18}", "The answer is 18 and 17."],
 )  # fmt: skip
 def test_a_hedged_answer_scores_on_none_of_its_values(completion):
     for gold in ("17", "18", "19"):
