@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from stats import independent, paired
 from stats.paired import TestResult
 from stats.power import PowerSummary, paired_power
-from stats.records import ModelRecords, Pairing, describe_samples
+from stats.records import ModelRecords, Pairing
+from stats.samples import describe_samples
 
 if TYPE_CHECKING:  # stats.groups builds on compare_models below
     from stats.groups import GroupBreakdown

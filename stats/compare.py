@@ -20,8 +20,9 @@ from pathlib import Path
 from stats._io import IMAGE_SUFFIXES, check_output_path
 from stats.analysis import compare_models
 from stats.groups import compare_groups, group_labels
-from stats.records import InputError, load_records, pair_questions, uneven_samples_warning, unfinished_warning
+from stats.records import InputError, load_records, pair_questions
 from stats.report import format_text, to_json
+from stats.samples import uneven_samples_warning, unfinished_warning
 from stats.settings import check_same_decoding
 from stats.swaps import write_swaps
 

@@ -8,7 +8,8 @@ import re
 import pytest
 from _stats_helpers import outcomes_from_counts, write_records
 
-from stats.records import InputError, describe_samples, load_records, pair_questions
+from stats.records import InputError, load_records, pair_questions
+from stats.samples import describe_samples
 
 
 def _write_lines(path, lines):
