@@ -169,15 +169,45 @@ def _examples(ids: list[str], limit: int = 3) -> str:
     return shown + (", ..." if len(ids) > limit else "")
 
 
-def _check_gold(baseline: ModelRecords, tuned: ModelRecords, ids: list[str]) -> None:
-    """Refuse files graded against different gold answers for the same question id."""
+def _normalised(text: str) -> str:
+    # recipes.tasks.heldout.normalised's rule (stats imports nothing from recipes): a line break is not a new question.
+    return " ".join(text.split())
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = _normalised(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_same_questions(baseline: ModelRecords, tuned: ModelRecords, ids: list[str]) -> None:
+    """Refuse a paired id whose question text or gold answer differs between the files.
+
+    Ids are often row numbers ("<file stem>-test-3"), so two datasets reuse them for different questions, and
+    their golds can agree by chance. The question text decides; ``source`` does not (a relative path, a copy in
+    another folder or a local mirror of a Hub dataset name the same data), so it is only shown when it differs.
+    """
     wanted = set(ids)
-    gold_base = {r["id"]: r["gold"] for r in baseline.records if "gold" in r and r["id"] in wanted}
+    first: dict[str, dict] = {}
+    for rec in baseline.records:
+        if rec["id"] in wanted:
+            first.setdefault(rec["id"], rec)
     for rec in tuned.records:
-        qid = rec["id"]
-        if "gold" in rec and qid in gold_base and str(rec["gold"]) != str(gold_base[qid]):
+        qid, base = rec["id"], first.get(rec["id"])
+        if base is None:
+            continue
+        before, after = base.get("question"), rec.get("question")
+        if isinstance(before, str) and isinstance(after, str) and _normalised(before) != _normalised(after):
+            sources = (base.get("source"), rec.get("source"))
+            seen = f" (source {sources[0]} vs {sources[1]})" if sources[0] != sources[1] else ""
             raise InputError(
-                f"Question {qid!r} has gold {gold_base[qid]!r} in {baseline.path} but {rec['gold']!r} in "
+                f"Question id {qid!r} names different questions: {_short(before)!r} in {baseline.path} but "
+                f"{_short(after)!r} in {tuned.path}{seen}. The files were evaluated on different data, so pairing "
+                "by id would compare answers to different questions. Evaluate both models on the same data "
+                "(data.source / data.eval_source and --split): an id must name the same question in both files."
+            )
+        if "gold" in rec and "gold" in base and str(rec["gold"]) != str(base["gold"]):
+            raise InputError(
+                f"Question {qid!r} has gold {base['gold']!r} in {baseline.path} but {rec['gold']!r} in "
                 f"{tuned.path}: the two files were graded against different data. Re-run the evaluation "
                 "of both models on the same dataset."
             )
@@ -195,7 +225,8 @@ def pair_questions(baseline: ModelRecords, tuned: ModelRecords, *, intersect: bo
         The paired ids and, with ``intersect``, the ids that were dropped.
 
     Raises:
-        InputError: The question sets differ (without ``intersect``), share no question, or disagree on gold.
+        InputError: The question sets differ (without ``intersect``), share no question, or a shared id has
+            another question text or gold answer in the other file.
     """
     base_ids, tuned_ids = set(baseline.counts), set(tuned.counts)
     shared = sorted(base_ids & tuned_ids)
@@ -215,5 +246,5 @@ def pair_questions(baseline: ModelRecords, tuned: ModelRecords, *, intersect: bo
             f"Evaluate both models on the same questions, or pass --intersect to compare the "
             f"{len(shared)} shared questions."
         )
-    _check_gold(baseline, tuned, shared)
+    _check_same_questions(baseline, tuned, shared)
     return Pairing(ids=shared, baseline_only=only_base, tuned_only=only_tuned)

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from _stats_helpers import outcomes_from_counts, write_records
+from _stats_helpers import outcomes_from_counts, run_compare, write_records
 
 from stats.records import InputError, load_records, pair_questions
 from stats.samples import describe_samples
@@ -150,3 +150,42 @@ def test_a_cut_off_last_line_says_to_rerun_the_evaluation(tmp_path):
     )  # a whole bad line
     with pytest.raises(InputError, match=r"line 2: not valid JSON"):
         load_records(path)
+
+
+def _with_questions(path, questions: list[str], source: str):
+    """Records of ids q00.. with golds "0", "1", ... (write_records's), each asking ``questions[i]``."""
+    write_records(path, outcomes_from_counts([1] * len(questions), 2))
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for rec in records:
+        rec.update(question=questions[int(rec["id"][1:])], source=source)
+    return _write_lines(path, [json.dumps(r) for r in records])
+
+
+def test_pairing_refuses_an_id_that_names_another_question_in_the_other_file(tmp_path, capsys):
+    """Two datasets numbering their rows alike give the same ids, and here the same golds: only the text tells."""
+    numbers = ["What is 0 + 0?", "Is 2 even? Answer 1 for yes.", "What is 1 + 1?"]
+    animals = ["What is 0 + 0?", "Do cats meow? Answer 1 for yes.", "What is 1 + 1?"]
+    base = _with_questions(tmp_path / "b.jsonl", numbers, "data/numbers_test.jsonl")
+    tuned = _with_questions(tmp_path / "t.jsonl", animals, "data/animals_test.jsonl")
+    code, out, err = run_compare(capsys, base, tuned)
+    assert code == 2 and out == ""
+    assert f"Question id 'q01' names different questions: 'Is 2 even? Answer 1 for yes.' in {base}" in err
+    assert f"but 'Do cats meow? Answer 1 for yes.' in {tuned}" in err
+    assert "(source data/numbers_test.jsonl vs data/animals_test.jsonl)" in err
+    assert "Evaluate both models on the same data" in err
+    long = _with_questions(tmp_path / "l.jsonl", [numbers[0], "Do cats meow? " * 20, numbers[2]], "x")
+    with pytest.raises(InputError, match=r"'Do cats meow\? Do cats .{50,70}\.\.\.' in"):
+        pair_questions(load_records(base), load_records(long))
+
+
+def test_pairing_accepts_the_same_questions_however_spaced_and_wherever_read(tmp_path):
+    """A copy of the data elsewhere, or a question re-wrapped, is the same question; so is one without text."""
+    questions = ["What is 0 + 0?", "Is 2\neven?", "What is 1 + 1?"]
+    base = load_records(_with_questions(tmp_path / "b.jsonl", questions, "data/test.jsonl"))
+    spaced = ["What is 0 + 0?", "Is  2 even? ", "What is 1 + 1?"]
+    tuned = load_records(_with_questions(tmp_path / "t.jsonl", spaced, "/mnt/copy/test.jsonl"))
+    assert pair_questions(base, tuned).ids == ["q00", "q01", "q02"]
+    bare = load_records(write_records(tmp_path / "n.jsonl", outcomes_from_counts([1, 1, 1], 2)))
+    for rec in bare.records:
+        del rec["question"]  # records from another tool: nothing to check
+    assert pair_questions(base, bare).ids == ["q00", "q01", "q02"]
