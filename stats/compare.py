@@ -59,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--different-decoding",
         action="store_true",
-        help="compare files generated with different temperature, top_p or max_new_tokens (refused otherwise)",
+        help="compare files generated with different temperature, top_p, max_new_tokens or system prompt "
+        "(refused otherwise)",
     )
     parser.add_argument(
         "--json", action="store_true", help="print one JSON object instead of the text report"
@@ -104,7 +105,8 @@ def compare(
         baseline: JSONL records of the model before fine-tuning.
         tuned: JSONL records of the fine-tuned model, on the same questions.
         intersect: Compare only the questions both files have.
-        different_decoding: Compare files generated with different decoding settings (a warning says so).
+        different_decoding: Compare files generated with different decoding settings or system prompts (a
+            warning says so).
         plot: Write the accuracy and per-question difference plot here (.png, .pdf, .svg).
         swaps: Write the swap-in / swap-out Markdown report here.
         examples: Both-right / both-wrong examples in the swaps report.

@@ -13,7 +13,7 @@ from recipes.evaluate import main
 from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
 from recipes.evaluation.questions import eval_data, select_questions
-from recipes.evaluation.records import read_records
+from recipes.evaluation.records import prompt_sha, read_records
 from recipes.recipe import load_recipe
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records
@@ -39,6 +39,7 @@ SCHEMA = {
     "top_p": float,
     "max_new_tokens": int,
     "engine": str,
+    "prompt_sha": str,
 }
 
 
@@ -98,6 +99,7 @@ def test_records_match_the_schema_and_the_training_grader(baseline):
         assert r["format_ok"] == format_ok(r["completion"], "hash")  # gsm8k_tiny's format reward style
         assert 1 <= r["n_tokens"] <= 16 and r["max_new_tokens"] == 16 and r["temperature"] == 1.0
         assert (r["planned_questions"], r["planned_samples"]) == (4, 2)  # what a finished file holds
+        assert r["prompt_sha"] == prompt_sha(load_recipe("gsm8k_tiny").config["data"]["system_prompt"])
     assert load_records(baseline).counts.keys() == {r["id"] for r in records}
 
 

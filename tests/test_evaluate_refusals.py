@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 
 from recipes.evaluation import generation
+from recipes.evaluation.generation import EvaluationError
 from recipes.recipe import load_recipe
 from tests._evaluate_helpers import ARGS, run
 
@@ -109,3 +110,20 @@ def test_an_adapter_evaluated_on_other_data_than_its_run_trained_on_is_warned(tm
     assert (
         warn_if_other_data(tmp_path / "downloaded", trained.config["data"]) == []
     )  # no recipe.yaml beside it
+
+
+def test_resuming_checks_the_system_prompt_but_resumes_files_written_before_it_was_recorded(tmp_path):
+    from recipes.evaluation.generation import decoding_for
+    from recipes.evaluation.records import check_resumable, record_settings
+
+    recipe = load_recipe("gsm8k_tiny")
+    decoding = decoding_for(recipe.config["trainer"], None, None, 16, samples=2)
+    settings = record_settings(recipe, None, 0, "test", "samples/gsm8k_test_sample.jsonl", decoding)
+    written = [{"id": "gsm8k-test-00001", "sample": 0, "correct": False, **settings}]
+    check_resumable(written, settings, tmp_path / "base.jsonl")
+    older = [{k: v for k, v in record.items() if k != "prompt_sha"} for record in written]
+    check_resumable(older, settings, tmp_path / "base.jsonl")  # no prompt recorded: nothing to compare
+    other = load_recipe("gsm8k_tiny", ['data.system_prompt="Answer in French. End with #### <number>."'])
+    other_settings = record_settings(other, None, 0, "test", "samples/gsm8k_test_sample.jsonl", decoding)
+    with pytest.raises(EvaluationError, match=r"refusing to append \(prompt_sha: file has '[0-9a-f]{12}'"):
+        check_resumable(written, other_settings, tmp_path / "base.jsonl")

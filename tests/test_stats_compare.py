@@ -243,3 +243,22 @@ def test_the_same_file_twice_is_refused(capsys, tmp_path):
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3))
     code, _, err = run_compare(capsys, base, tmp_path / "." / "b.jsonl")
     assert code == 2 and "is given as both the baseline and the tuned file" in err
+
+
+def test_a_different_system_prompt_is_refused_like_different_decoding(capsys, caplog, tmp_path):
+    """The tuned side evaluated with another data.system_prompt: the prompt, not the training, may move accuracy."""
+    sampled = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}
+    base = write_records(
+        tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), extra={**sampled, "prompt_sha": "aaaa"}
+    )
+    other = {**sampled, "prompt_sha": "bbbb"}
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=other)
+    code, out, err = run_compare(capsys, base, tuned)
+    assert code == 2 and out == ""
+    assert "different system prompts (prompt_sha aaaa vs bbbb: data.system_prompt differs)" in err
+    assert "the same data.system_prompt), or pass --different-decoding" in err
+    assert run_compare(capsys, base, tuned, "--different-decoding")[0] == 0
+    assert "mixes the training's effect with the prompt's" in caplog.text
+    # Records written before prompt_sha was recorded still load and compare, unchecked on the prompt.
+    old = write_records(tmp_path / "old.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=sampled)
+    assert run_compare(capsys, base, old)[0] == 0

@@ -7,6 +7,7 @@ One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/ev
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -23,6 +24,8 @@ logger = logging.getLogger("recipes.evaluate")
 RECORD_KEYS = ("id", "sample", "correct")
 # Row columns a record keeps when the task has them.
 BREAKDOWN_KEYS = ("subject", "level")
+# Settings older evaluators did not record: a file without one is resumed (there is nothing to compare it with).
+LATER_SETTINGS = ("prompt_sha",)
 
 
 def _record(path: Path, lineno: int, line: str) -> dict:
@@ -108,7 +111,7 @@ def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
         changed = [
             f"{k}: file has {record.get(k)!r}, this run {v!r}"
             for k, v in settings.items()
-            if record.get(k) != v
+            if record.get(k) != v and (k in record or k not in LATER_SETTINGS)
         ]
         if changed:
             raise EvaluationError(
@@ -139,8 +142,23 @@ def record_settings(
         "seed": seed,
         "split": split,
         "source": source,
+        "prompt_sha": prompt_sha(recipe.config["data"]["system_prompt"]),
         **dataclasses.asdict(decoding),
     }
+
+
+def prompt_sha(system_prompt: str | None) -> str:
+    """The first 12 hex digits of the system prompt's sha256: which prompt a record was asked with.
+
+    recipes.data.load_split asks every question as [system: data.system_prompt, user: the question], so the system
+    prompt is the one prompt setting (the question is in the record). It is hashed as written, not as the chat
+    template renders it: that would need the tokenizer before a resumed file is checked, and the template belongs
+    to the model, which the record names already. 48 bits tell prompts apart; the text would bloat every line.
+
+    >>> prompt_sha("Solve the problem. End with '#### <number>'.")
+    'e8eaaa3a8bef'
+    """
+    return hashlib.sha256((system_prompt or "").encode("utf-8")).hexdigest()[:12]
 
 
 def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
