@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from fractions import Fraction
 from pathlib import Path
 
 from transformers import Trainer, TrainerCallback
@@ -30,20 +29,20 @@ from callbacks.plateau import plateaued
 from common.ranking import best_text
 from recipes.atomic import write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
-from stats.paired import t_interval
+from stats.intervals import accuracy_interval
 
 logger = logging.getLogger(__name__)
 
 
 def summarize(records: list[dict], step: int, reward: float | None) -> dict:
-    """One history entry: accuracy, its 95% interval over questions, unparseable share, per-question counts."""
+    """One history entry: accuracy, its 95% Wilson interval over questions, unparseable share, per-question counts."""
     per_question: dict[str, list[int]] = {}
     for r in records:
         counts = per_question.setdefault(r["id"], [0, 0, 0])
         counts[0] += bool(r["correct"])
         counts[1] += 1
         counts[2] += r["pred"] is None
-    interval = t_interval([Fraction(c, n) for c, n, _ in per_question.values()])
+    interval = accuracy_interval([(c, n) for c, n, _ in per_question.values()])  # stats.compare's, in [0, 1]
     return {
         "step": step,
         "accuracy": sum(bool(r["correct"]) for r in records) / len(records),

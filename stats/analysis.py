@@ -1,8 +1,9 @@
 """Put the statistics together: one `Comparison` of a baseline and a tuned model on paired questions.
 
 Accuracy is the mean of per-question accuracies (each question weighs the same; with equal samples per
-question this is the pooled correct / samples). Its 95% interval is a t interval over questions, so samples
-of one question count as one unit. The difference is the mean of per-question differences with a paired t
+question this is the pooled correct / samples). Its 95% interval is a Wilson score interval over questions
+(`stats.intervals`: at the question clusters' effective sample size when there are several samples per question),
+so it stays within [0, 1]. The difference is the mean of per-question differences with a paired t
 interval over questions.
 """
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from stats import independent, paired
+from stats import independent, intervals, paired
 from stats.paired import TestResult
 from stats.power import PowerSummary, paired_power
 from stats.records import ModelRecords, Pairing
@@ -89,7 +90,7 @@ def _summarize(model: ModelRecords, ids: list[str]) -> tuple[ModelSummary, list[
     summary = ModelSummary(
         path=str(model.path),
         accuracy=float(sum(acc) / len(acc)),
-        ci95=paired.t_interval(acc),
+        ci95=intervals.accuracy_interval([model.counts[q] for q in ids]),
         questions=len(ids),
         samples=sum(model.counts[q][1] for q in ids),
         correct=sum(model.counts[q][0] for q in ids),

@@ -48,11 +48,12 @@ def question_accuracies(counts: dict[str, tuple[int, int]], ids: list[str]) -> l
 def t_interval(values: list[Fraction], confidence: float = 0.95) -> tuple[float, float] | None:
     """Student t interval for the mean of per-question values (questions are the clusters).
 
-    With equal samples per question this equals the cluster-robust (CR1) interval of a pooled proportion,
-    i.e. statsmodels ``OLS(y, 1).fit(cov_type="cluster")`` with ``use_t=True``.
+    With equal samples per question this equals the cluster-robust (CR1) interval of a pooled mean, i.e.
+    statsmodels ``OLS(y, 1).fit(cov_type="cluster")`` with ``use_t=True``. Used for differences of accuracies,
+    which may be negative; a single model's accuracy gets `stats.intervals.accuracy_interval`, which stays in [0, 1].
 
     Args:
-        values: One value per question (an accuracy, or a difference of accuracies).
+        values: One value per question (a difference of accuracies).
         confidence: Coverage of the interval.
 
     Returns:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stats import intervals
 from stats.analysis import PRIMARY_REASON, PRIMARY_TEST, Comparison, ModelSummary
 from stats.groups import GroupBreakdown, GroupResult
 from stats.paired import TestResult
@@ -129,7 +130,7 @@ def format_text(c: Comparison) -> str:
         )
     lines += [
         "",
-        "Accuracy (mean of per-question accuracies; 95% CI: t interval over questions, the clusters)",
+        f"Accuracy (mean of per-question accuracies; 95% CI: {intervals.METHOD})",
         _model_line("baseline", c.baseline),
         _model_line("tuned", c.tuned),
         (
@@ -184,6 +185,7 @@ def _model_json(m: ModelSummary) -> dict:
         "file": m.path,
         "accuracy": m.accuracy,
         "ci95": list(m.ci95) if m.ci95 else None,
+        "ci95_method": intervals.METHOD,
         "questions": m.questions,
         "samples": m.samples,
         "correct": m.correct,

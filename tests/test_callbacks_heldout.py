@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from statsmodels.stats.proportion import proportion_confint
 
 from callbacks.errors import CheckpointError
 from callbacks.heldout import summarize
@@ -30,9 +31,10 @@ def test_summary_counts_each_question_and_gives_a_question_clustered_interval():
     assert entry["accuracy"] == pytest.approx(3 / 6) and entry["unparseable"] == pytest.approx(2 / 6)
     assert (entry["questions"], entry["samples"], entry["mean_tokens"]) == (3, 2, 10.5)
     assert entry["per_question"] == {"a": [2, 2, 0], "b": [1, 2, 1], "c": [0, 2, 1]}
-    # t interval over the per-question accuracies 1, 1/2, 0: mean 1/2, sd 1/2, t(0.975, 2) = 4.303
-    half = 4.302652729911275 * 0.5 / 3**0.5
-    assert entry["low"] == pytest.approx(0.5 - half) and entry["high"] == pytest.approx(0.5 + half)
+    # Per-question accuracies 1, 1/2, 0: variance of the mean (1/4) / 3, so the 6 samples are worth 3 independent
+    # ones (p(1-p) / that); Wilson's interval at 1.5 of 3, as stats.compare gives it.
+    low, high = proportion_confint(1.5, 3, method="wilson")
+    assert entry["low"] == pytest.approx(low) and entry["high"] == pytest.approx(high)
     assert (entry["step"], entry["reward"], entry["records"]) == (40, 2.5, "heldout/step-40.jsonl")
 
 

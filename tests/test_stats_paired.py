@@ -11,6 +11,7 @@ import statsmodels.api as sm
 from _stats_helpers import outcomes_from_counts, write_records
 from scipy import stats as sps
 from statsmodels.stats.power import TTestPower
+from statsmodels.stats.proportion import proportion_confint
 from statsmodels.stats.weightstats import ttest_ind as sm_ttest_ind
 
 from stats import paired
@@ -49,6 +50,14 @@ def _t_interval(values):
     return values.mean() - half, values.mean() + half
 
 
+def _cluster_wilson(accuracies, samples):
+    """Wilson at Kish's effective sample size p(1-p) / (variance of per-question accuracies / questions)."""
+    p, n = accuracies.mean(), len(accuracies)
+    total = sum(samples) if isinstance(samples, list) else samples * n
+    n_eff = min(total, p * (1 - p) / (accuracies.var(ddof=1) / n))
+    return proportion_confint(p * n_eff, n_eff, method="wilson")
+
+
 def _brute_force_sign_flip(values, observed=None):
     """P(|sum of +-values| >= |observed|) by listing every sign assignment (observed: the plain sum)."""
     observed = abs(sum(values) if observed is None else observed)
@@ -68,7 +77,7 @@ def test_estimates_intervals_and_paired_t_match_references(tmp_path, name):
     assert c.baseline.accuracy == pytest.approx(base.mean()) and c.tuned.accuracy == pytest.approx(
         tuned.mean()
     )
-    assert c.baseline.ci95 == pytest.approx(_t_interval(base))
+    assert c.baseline.ci95 == pytest.approx(_cluster_wilson(base, samples))
     assert c.difference == pytest.approx(d.mean())
     assert c.difference_ci95 == pytest.approx(_t_interval(d))
     ref = sps.ttest_rel(tuned, base)
@@ -81,13 +90,16 @@ def test_estimates_intervals_and_paired_t_match_references(tmp_path, name):
     )
 
 
-def test_accuracy_interval_equals_cluster_robust_ols_with_equal_samples(tmp_path):
+def test_accuracy_interval_is_wilson_at_the_cluster_robust_effective_size(tmp_path):
     base_counts, tuned_counts, samples = DESIGNS["reference_20x5"]
     c = _compare(tmp_path, base_counts, tuned_counts, samples)
     y = np.array([k < n for n in base_counts for k in range(samples)], dtype=float)
     groups = np.repeat(np.arange(len(base_counts)), samples)
     fit = sm.OLS(y, np.ones_like(y)).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
-    assert c.baseline.ci95 == pytest.approx(tuple(fit.conf_int()[0]))
+    # The design effect from statsmodels' CR1 variance: the 100 samples are worth 91 independent ones.
+    n_eff = 0.73 * 0.27 / fit.bse[0] ** 2
+    assert 90 < n_eff < 92
+    assert c.baseline.ci95 == pytest.approx(proportion_confint(0.73 * n_eff, n_eff, method="wilson"))
     assert (c.baseline.correct, c.baseline.samples, c.tuned.correct, c.tuned.samples) == (73, 100, 92, 100)
 
 
@@ -251,7 +263,12 @@ def test_no_difference_reports_undefined(tmp_path):
 
 def test_all_correct_reports_undefined(tmp_path):
     c = _compare(tmp_path, [4] * 5, [4] * 5, 4)
-    assert c.baseline.ci95 is None and c.tuned.ci95 is None and c.difference_ci95 is None
+    # All right: nothing says how alike a question's samples are, so each of the 5 questions counts once.
+    assert (
+        c.baseline.ci95 == pytest.approx(proportion_confint(5, 5, method="wilson"))
+        and c.baseline.ci95[1] == 1
+    )
+    assert c.difference_ci95 is None
     assert c.tests["two_proportion_z"].p_value is None
     assert "every sample of both models is right" in c.tests["two_proportion_z"].reason
     assert c.tests["welch_t"].p_value is None and c.tests["paired_t"].p_value is None
