@@ -14,7 +14,8 @@ trains on EleutherAI/hendrycks_math and is evaluated on HuggingFaceH4/MATH-500),
 that is one file of another split (the bundled samples/gsm8k_train_sample.jsonl) is evaluated on its sibling file
 for --split (samples/gsm8k_test_sample.jsonl); --split heldout reads the training data (recipes/tasks/heldout.py).
 data.limit and data.max_prompt_tokens are training settings and do not apply here. Records keep the rows' subject
-and level when the task has them (MATH).
+and level when the task has them (MATH). Evaluated questions also in the training split are warned about
+(recipes/evaluation/overlap.py).
 
 Decoding defaults to the recipe's training sampling (trainer.temperature, top_p, max_completion_length).
 Grading uses rewards.answers, the training grader: each sample is correct, well-formatted but wrong, or has
@@ -44,6 +45,7 @@ from common.errors import exit_status
 from common.logs import log_to_stderr
 from recipes.evaluation import generation
 from recipes.evaluation.generation import Decoding, EvaluationError
+from recipes.evaluation.overlap import warn_if_trained_on
 from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import (
     append_records,
@@ -162,6 +164,7 @@ def evaluate(
     data = eval_data(recipe.config["data"], split)
     rows = load_split(data, split=split)
     rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
+    warn_if_trained_on(recipe.config["data"], data, split, rows)
     ids = [row["id"] for row in rows]
     settings = record_settings(recipe, folder, seed, split, data["source"], decoding)
     check_resumable(existing, settings, out)
