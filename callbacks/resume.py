@@ -19,7 +19,12 @@ from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
 from callbacks.errors import CheckpointError
-from callbacks.manifest import checkpoint_step, local_checkpoint_problems, read_local_manifest
+from callbacks.manifest import (
+    MANIFEST_NAME,
+    checkpoint_step,
+    local_checkpoint_problems,
+    read_local_manifest,
+)
 from callbacks.publish import RunInfo, publish_local
 from callbacks.remote import (
     QUARANTINE,
@@ -236,7 +241,7 @@ class Resolver:
     def _clear_newer(self, step: int, *, rewind: bool) -> None:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.
 
-        Committed ones that failed verification are moved aside to a ``quarantine/`` folder (the evidence of
+        Committed ones (a manifest there, readable or not) that failed verification are moved aside to a ``quarantine/`` folder (the evidence of
         what went wrong), and so is every unusable local folder: a ``checkpoint-N`` folder without a manifest may
         be a crashed save or a folder of the user's, and a local move costs nothing. Partial uploads (no
         manifest) are deleted from the store, also below the resume point, where no upload can still be
@@ -247,9 +252,9 @@ class Resolver:
         if rewind:
             self._refuse_or_clear([c for c in newer if not c.problems], f"resuming at step {step}")
             newer = [c for c in newer if c.problems]
-        partial_below = [c for c in self.remote if c.step < step and c.manifest is None]
+        partial_below = [c for c in self.remote if c.step < step and MANIFEST_NAME not in c.files]
         for c in newer + partial_below:
-            if isinstance(c, RemoteCheckpoint) and c.manifest is not None:
+            if isinstance(c, RemoteCheckpoint) and MANIFEST_NAME in c.files:
                 aside = quarantine_checkpoint(self.store, c)
                 logger.warning(
                     "Moved %s aside to %s: %s", c.name, self.store.child_uri(aside), "; ".join(c.problems)

@@ -158,6 +158,31 @@ def publish_rated(store, tmp_path, step, accuracy, run=None):
     return publish_staged(store, stage_checkpoint(folder, tmp_path / "staging", run.recipe_yaml), step, run)
 
 
+def commit(store, tmp_path, step, run_id="r1", **kwargs):
+    """Commit a synthetic checkpoint as run ``run_id`` would have; returns its local source folder."""
+    from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+
+    folder = make_checkpoint(tmp_path / f"src-{run_id}", step, **kwargs)
+    publish_staged(
+        store, stage_checkpoint(folder, tmp_path / "staging", "r: 1\n"), step, RunInfo("tiny", "", run_id)
+    )
+    return folder
+
+
+def prepare(output_dir, uri, endpoint_url=None, **kwargs):
+    """prepare_checkpointing for recipe ``tiny`` with ``output_dir`` and ``uri``; keywords as the checkpoint: section."""
+    from callbacks.checkpoint_sync import prepare_checkpointing
+
+    return prepare_checkpointing(
+        output_dir=str(output_dir),
+        recipe_name="tiny",
+        recipe_yaml="r: 1\n",
+        uri=uri,
+        endpoint_url=endpoint_url,
+        **kwargs,
+    )
+
+
 def trainer_objects(output_dir: Path, step: int, *, world_size: int = 1, main: bool = True):
     """(args, state, control) as a Trainer passes them to callbacks, for driving a callback by hand."""
     from transformers import TrainerControl, TrainerState

@@ -7,10 +7,10 @@ import os
 import shutil
 
 import pytest
-from _callbacks_helpers import make_checkpoint, publish_rated, s3_bucket, trainer_objects
+from _callbacks_helpers import commit, make_checkpoint, prepare, publish_rated, s3_bucket, trainer_objects
 
 from callbacks.best import update_best_pointer
-from callbacks.checkpoint_sync import CheckpointSyncCallback, SealCallback, prepare_checkpointing
+from callbacks.checkpoint_sync import CheckpointSyncCallback, SealCallback
 from callbacks.errors import CheckpointError
 from callbacks.manifest import (
     MANIFEST_NAME,
@@ -19,7 +19,7 @@ from callbacks.manifest import (
     read_local_manifest,
     seal_checkpoint,
 )
-from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.publish import RunInfo
 from callbacks.remote import commit_checkpoint, scan_remote
 from callbacks.resume import SYNC_DIR, read_marker, write_marker
 from callbacks.s3_store import S3Store
@@ -30,26 +30,6 @@ from callbacks.stores import FolderStore
 def s3_target(monkeypatch):
     s3 = s3_bucket(monkeypatch)
     return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
-
-
-def commit(store, tmp_path, step, run_id="r1", **kwargs):
-    """Commit a synthetic checkpoint as run ``run_id`` would have; returns its local source folder."""
-    folder = make_checkpoint(tmp_path / f"src-{run_id}", step, **kwargs)
-    publish_staged(
-        store, stage_checkpoint(folder, tmp_path / "staging", "r: 1\n"), step, RunInfo("tiny", "", run_id)
-    )
-    return folder
-
-
-def prepare(output_dir, uri, endpoint_url=None, **kwargs):
-    return prepare_checkpointing(
-        output_dir=str(output_dir),
-        recipe_name="tiny",
-        recipe_yaml="r: 1\n",
-        uri=uri,
-        endpoint_url=endpoint_url,
-        **kwargs,
-    )
 
 
 def test_latest_resumes_the_newest_complete_checkpoint(target, tmp_path, caplog):
