@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import shutil
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 QUARANTINE = "quarantine"  # beside the checkpoints: committed ones that failed verification, kept for a look
 # Inside a checkpoint: the other machines' receipts for their files (callbacks/machines.py).
 PARTS_DIR = ".parts"
+# Inside a checkpoint while it uploads: the files the upload writes. A folder without a manifest may hold a user's
+# files (a mounted folder is theirs too); only what a manifest or this marker lists is ever deleted.
+UPLOAD_MARKER = ".grpo-recipes-upload.json"
 _TRAINING_STATE = re.compile(
     r"^(optimizer.*|scheduler\.pt|scaler\.pt|rng_state(_\d+)?\.pth|global_step\d+/.*|latest)$"
 )
@@ -103,11 +107,52 @@ def scan_readable(store: Store) -> list[RemoteCheckpoint]:
         raise CheckpointError(store.explain(e, "list checkpoints")) from e
 
 
-def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> None:
-    """Delete a checkpoint folder from the store, manifest first so it is never seen half-deleted as complete."""
-    if MANIFEST_NAME in ckpt.files:
-        store.delete([f"{ckpt.name}/{MANIFEST_NAME}"])
-    store.delete([f"{ckpt.name}/{rel}" for rel in ckpt.files if rel != MANIFEST_NAME])
+def written_by_us(store: Store, ckpt: RemoteCheckpoint) -> set[str]:
+    """The files of a checkpoint folder this project wrote: those its manifest or upload marker lists, the two
+    themselves and the machines' receipts; anything else there is someone else's."""
+    ours = {
+        rel for rel in ckpt.files if rel in (MANIFEST_NAME, UPLOAD_MARKER) or rel.startswith(f"{PARTS_DIR}/")
+    }
+    manifest = ckpt.manifest
+    if manifest is None and MANIFEST_NAME in ckpt.files:
+        key = f"{ckpt.name}/{MANIFEST_NAME}"
+        manifest, _ = parse_manifest(store.read_bytes(key) or b"", store.child_uri(key))
+    return (ours | set(manifest["files"] if manifest else ()) | _marked(store, ckpt.name, ckpt.files)) & set(
+        ckpt.files
+    )
+
+
+def _marked(store: Store, name: str, files: Collection[str]) -> set[str]:
+    """The files an upload of ours into ``name`` wrote or was about to write, from its marker."""
+    if UPLOAD_MARKER not in files:
+        return set()
+    try:
+        listed = json.loads(store.read_bytes(f"{name}/{UPLOAD_MARKER}") or b"{}")["files"]
+    except (ValueError, KeyError, TypeError):  # damaged: nothing in the folder is provably ours
+        return set()
+    return {rel for rel in listed if isinstance(rel, str)}
+
+
+def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> tuple[list[str], str | None]:
+    """Delete the files this project wrote in a checkpoint folder, the manifest first so it is never seen
+    half-deleted as complete. Anything else there (a user's file, or a partial upload of a version without upload
+    markers) is moved aside to quarantine/, never deleted.
+
+    Returns:
+        (the files deleted, the quarantine key of what was moved aside, or None).
+    """
+    ours = sorted(written_by_us(store, ckpt), key=lambda rel: rel != MANIFEST_NAME)
+    for batch in (ours[:1], ours[1:]):
+        store.delete([f"{ckpt.name}/{rel}" for rel in batch])
+    foreign = {rel: size for rel, size in ckpt.files.items() if rel not in ours}
+    if not foreign:
+        return ours, None
+    aside = quarantine_checkpoint(store, RemoteCheckpoint(ckpt.name, ckpt.step, foreign))
+    logger.warning(
+        "%s holds %d files this project did not write (%s): moved them aside to %s, not deleted",
+        store.child_uri(ckpt.name), len(foreign), ", ".join(sorted(foreign)[:5]), store.child_uri(aside),
+    )  # fmt: skip
+    return ours, aside
 
 
 def quarantine_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> str:
@@ -146,6 +191,9 @@ def commit_checkpoint(
     if MANIFEST_NAME in existing:
         _require_same_commit(store, manifest_key, manifest)
         return False
+    earlier = _marked(store, name, existing)  # what an unfinished upload of ours left here
+    marker = {"run_id": manifest["run_id"], "files": sorted(earlier | set(manifest["files"]))}
+    store.write_bytes(f"{name}/{UPLOAD_MARKER}", json.dumps(marker).encode())
     total = sum(entry["size"] for entry in manifest["files"].values())
     with tqdm(total=total, unit="B", unit_scale=True, desc=f"upload {name}", disable=not progress) as bar:
         for rel in manifest["files"]:
@@ -153,9 +201,9 @@ def commit_checkpoint(
                 store.upload(folder / rel, f"{name}/{rel}", progress=bar.update)
     if wait_for_others:
         wait_for_others()
-    # Objects left by an earlier, unfinished upload of this step are not part of this checkpoint; neither are the
-    # other machines' receipts, once read.
-    stale = [f"{name}/{rel}" for rel in existing if rel not in manifest["files"] and rel != MANIFEST_NAME]
+    # Objects an earlier, unfinished upload of ours left at this step are not part of this checkpoint; neither are
+    # the other machines' receipts, once read. Files we did not write stay.
+    stale = [f"{name}/{rel}" for rel in existing if rel in earlier and rel not in manifest["files"]]
     stale += [k for k in store.list(f"{name}/{PARTS_DIR}") if k not in stale]
     if stale:
         store.delete(stale)
@@ -163,11 +211,11 @@ def commit_checkpoint(
     problems = listing_problems(manifest, uploaded)
     if problems:
         raise CheckpointError(f"Upload of {store.child_uri(name)} came out wrong: {'; '.join(problems)}")
-    if not store.write_bytes(manifest_key, manifest_bytes(manifest), if_absent=True):
-        # A retried write whose first attempt landed, or another writer: only the former is fine.
+    written = store.write_bytes(manifest_key, manifest_bytes(manifest), if_absent=True)
+    if not written:  # a retried write whose first attempt landed, or another writer: only the former is fine
         _require_same_commit(store, manifest_key, manifest)
-        return False
-    return True
+    store.delete([f"{name}/{UPLOAD_MARKER}"])  # committed: the manifest now says which files are ours
+    return written
 
 
 def _require_same_commit(store: Store, manifest_key: str, manifest: dict) -> None:
@@ -184,8 +232,8 @@ def _require_same_commit(store: Store, manifest_key: str, manifest: dict) -> Non
 def apply_retention(store: Store, keep_last: int, *, protect: Collection[str] = ()) -> list[str]:
     """Delete all but the newest ``keep_last`` complete checkpoints, and unfinished uploads older than the newest.
 
-    The newest complete checkpoint, and the ones named in ``protect`` (the run's best), are never deleted.
-    Returns the names deleted.
+    The newest complete checkpoint, and the ones named in ``protect`` (the run's best), are never deleted, nor is
+    a file this project did not write (:func:`delete_checkpoint`). Returns the names deleted.
     """
     checkpoints = scan_remote(store, read_manifests=False)
     complete = [c for c in checkpoints if MANIFEST_NAME in c.files]

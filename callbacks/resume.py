@@ -244,9 +244,9 @@ class Resolver:
         Committed ones (a manifest there, readable or not) that failed verification are moved aside to a ``quarantine/`` folder (the evidence of
         what went wrong), and so is every unusable local folder: a ``checkpoint-N`` folder without a manifest may
         be a crashed save or a folder of the user's, and a local move costs nothing. Partial uploads (no
-        manifest) are deleted from the store, also below the resume point, where no upload can still be
-        running. Complete newer ones exist only when an explicit resume rewinds the run, which needs
-        ``overwrite: true``.
+        manifest) are cleared from the store, also below the resume point, where no upload can still be
+        running: the files our upload wrote are deleted, anything else there is moved aside. Complete newer
+        ones exist only when an explicit resume rewinds the run, which needs ``overwrite: true``.
         """
         newer = [c for c in self.remote if c.step > step] + [c for c in self.local if c.step > step]
         if rewind:
@@ -274,10 +274,8 @@ class Resolver:
                     c.folder.name, aside, "; ".join(c.problems), aside.parent,
                     sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
                 )  # fmt: skip
-            else:
+            elif delete_checkpoint(self.store, c)[0]:  # what our upload wrote; anything else is moved aside
                 logger.warning(
-                    "Deleting %s (an incomplete upload, never resumable)", self.store.child_uri(c.name)
+                    "Deleted %s (an incomplete upload, never resumable)", self.store.child_uri(c.name)
                 )
-                self._delete([c])
-                continue
             (self.remote if isinstance(c, RemoteCheckpoint) else self.local).remove(c)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -20,7 +21,7 @@ from callbacks.manifest import (
     seal_checkpoint,
 )
 from callbacks.publish import RunInfo
-from callbacks.remote import commit_checkpoint, scan_remote
+from callbacks.remote import UPLOAD_MARKER, commit_checkpoint, scan_remote
 from callbacks.resume import SYNC_DIR, read_marker, write_marker
 from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
@@ -235,7 +236,10 @@ def test_a_corrupt_remote_checkpoint_is_quarantined_and_partials_below_are_clean
     s3_target, tmp_path, caplog
 ):
     uri, endpoint, store = s3_target
-    half = make_checkpoint(tmp_path / "half", 2)  # an upload abandoned long ago
+    half = make_checkpoint(tmp_path / "half", 2)  # an upload of ours abandoned long ago
+    store.write_bytes(
+        f"checkpoint-2/{UPLOAD_MARKER}", json.dumps({"files": ["adapter_model.safetensors"]}).encode()
+    )
     store.upload(half / "adapter_model.safetensors", "checkpoint-2/adapter_model.safetensors")
     commit(store, tmp_path, 4)
     commit(store, tmp_path, 6)

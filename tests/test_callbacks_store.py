@@ -96,7 +96,9 @@ def test_transient_failures_are_retried_and_committed(monkeypatch, tmp_path):
     puts = Faults(store.client, "PutObject", ["503", "reset", "503"])
     staged = stage_checkpoint(make_checkpoint(tmp_path / "out", 3), tmp_path / "staging", "recipe: x\n")
     manifest = publish_staged(store, staged, 3, _run())
-    assert puts.injected == 3 and puts.calls == len(manifest["files"]) + 1 + 3  # files + manifest + retries
+    assert (
+        puts.injected == 3 and puts.calls == 1 + len(manifest["files"]) + 1 + 3
+    )  # marker, files, manifest, retries
     [ckpt] = scan_remote(store)
     assert ckpt.complete and ckpt.run_id == "run-a" and ckpt.manifest["files"] == manifest["files"]
     assert "recipe.yaml" in manifest["files"]
@@ -115,7 +117,7 @@ def test_persistent_outage_is_reported_and_does_not_hang(monkeypatch, tmp_path):
         r"FAILED for checkpoint-5: .*SlowDown.*newest checkpoint safely stored there is none", message
     )
     assert time.monotonic() - start < 30
-    assert puts.calls == 3  # the first file's three attempts, then the commit stops
+    assert puts.calls == 3  # the upload marker's three attempts, then the commit stops
     assert not any(k.endswith(MANIFEST_NAME) for k in store.list())
     assert not (tmp_path / "staging").exists() or not any((tmp_path / "staging").iterdir())
 
@@ -167,7 +169,9 @@ def test_manifest_is_last_and_records_run(monkeypatch, tmp_path):
         make_checkpoint(tmp_path / "out", 7, world_size=2), tmp_path / "staging", "r: 1\n"
     )
     publish_staged(store, staged, 7, _run(), world_size=2)
-    assert order[-1].endswith(f"checkpoint-7/{MANIFEST_NAME}") and len(order) == 9
+    assert (
+        order[-1].endswith(f"checkpoint-7/{MANIFEST_NAME}") and len(order) == 10
+    )  # marker, 8 files, manifest
     manifest, reason = parse_manifest(store.read_bytes(f"checkpoint-7/{MANIFEST_NAME}"), "m")
     assert reason is None
     assert manifest["step"] == 7 and manifest["recipe_name"] == "tiny" and manifest["run_id"] == "run-a"

@@ -3,9 +3,11 @@ are never deleted, a truncated object is uploaded again, and temporaries a kill 
 
 from __future__ import annotations
 
-from _callbacks_helpers import commit, prepare
+import pytest
+from _callbacks_helpers import commit, make_checkpoint, prepare
 
-from callbacks.manifest import MANIFEST_NAME
+from callbacks.manifest import MANIFEST_NAME, build_manifest
+from callbacks.remote import apply_retention, commit_checkpoint, scan_remote
 
 
 def test_a_committed_checkpoint_with_a_damaged_manifest_is_quarantined_never_deleted(
@@ -26,3 +28,64 @@ def test_a_committed_checkpoint_with_a_damaged_manifest_is_quarantined_never_del
     [folder] = {k.split("/")[1] for k in quarantined}
     assert folder.startswith("checkpoint-6-") and not store.list("checkpoint-6")
     assert sorted(k.split("/", 2)[2] for k in quarantined) == sorted(k.split("/", 1)[1] for k in files)
+
+
+def interrupted_upload(store, tmp_path, step, *, die_at="optimizer.pt"):
+    """A commit of ours that died on its way (at ``die_at``): some files are in, no manifest."""
+    folder = make_checkpoint(tmp_path / "interrupted", step)
+    manifest = build_manifest(folder, step=step, recipe_name="tiny", run_id="r1", world_size=1, rank=0)
+    real_upload = store.upload
+
+    def upload(local, key, progress=None):
+        if key.endswith(die_at):
+            raise ConnectionError("killed")
+        real_upload(local, key, progress)
+
+    store.upload = upload
+    with pytest.raises(ConnectionError):
+        commit_checkpoint(store, folder, manifest)
+    store.upload = real_upload
+    assert store.list(f"checkpoint-{step}") and MANIFEST_NAME not in str(store.list(f"checkpoint-{step}"))
+
+
+def put(store, tmp_path, key, text):
+    """A file of the user's in the store (a mounted folder is theirs too)."""
+    source = tmp_path / "user" / key.replace("/", "_")
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(text)
+    store.upload(source, key)
+
+
+def test_files_the_project_did_not_write_are_moved_aside_never_deleted(target, tmp_path, caplog):
+    uri, endpoint, store = target
+    put(store, tmp_path, "checkpoint-1/thesis.tex", "my thesis")  # a folder of the user's, named like ours
+    interrupted_upload(store, tmp_path, 3)  # and a partial upload of ours with a file of the user's in it
+    put(store, tmp_path, "checkpoint-3/notes.txt", "my notes")
+
+    plan = prepare(tmp_path / "out", uri, endpoint)
+
+    assert plan.resume_from is None and scan_remote(store) == []
+    aside = {k.split("/", 2)[2]: store.read_bytes(k) for k in store.list("quarantine")}
+    assert aside == {"thesis.tex": b"my thesis", "notes.txt": b"my notes"}  # the rest of checkpoint-3 deleted
+    assert (
+        "checkpoint-1 holds 1 files this project did not write (thesis.tex): moved them aside" in caplog.text
+    )
+    assert f"Deleted {store.child_uri('checkpoint-1')}" not in caplog.text
+    assert f"Deleted {store.child_uri('checkpoint-3')} (an incomplete upload, never resumable)" in caplog.text
+
+
+def test_retention_and_recommits_delete_only_what_the_project_wrote(target, tmp_path, caplog):
+    _, _, store = target
+    commit(store, tmp_path, 2)
+    put(store, tmp_path, "checkpoint-2/results.csv", "mine")  # dropped into a committed checkpoint
+    put(store, tmp_path, "checkpoint-3/thesis.tex", "my thesis")  # a user's folder below the newest
+    put(store, tmp_path, "checkpoint-4/draft.txt", "my draft")  # where the run commits next
+    commit(store, tmp_path, 4)
+    assert store.read_bytes("checkpoint-4/draft.txt") == b"my draft"  # the commit left it alone
+
+    assert apply_retention(store, 1) == ["checkpoint-2", "checkpoint-3"]
+
+    assert [c.name for c in scan_remote(store)] == ["checkpoint-4"]
+    aside = {k.split("/", 2)[2]: store.read_bytes(k) for k in store.list("quarantine")}
+    assert aside == {"results.csv": b"mine", "thesis.tex": b"my thesis"}
+    assert "did not write (results.csv): moved them aside" in caplog.text

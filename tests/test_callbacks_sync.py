@@ -13,7 +13,7 @@ from _callbacks_helpers import Faults, make_checkpoint, s3_bucket, trainer_objec
 from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
 from callbacks.manifest import MANIFEST_NAME
 from callbacks.publish import RunInfo
-from callbacks.remote import apply_retention, download_checkpoint, scan_remote
+from callbacks.remote import UPLOAD_MARKER, apply_retention, download_checkpoint, scan_remote
 from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
 
@@ -119,7 +119,7 @@ def test_train_end_waits_for_pending_uploads(store, tmp_path):
 
 
 def test_failure_superseded_by_a_newer_commit_is_logged_not_raised(store, tmp_path, caplog):
-    Faults(store.client, "PutObject", ["503", "503"])  # two attempts of the first file: checkpoint-1 fails
+    Faults(store.client, "PutObject", ["503", "503"])  # two attempts of its first write: checkpoint-1 fails
     callback, out = _callback(store, tmp_path), tmp_path / "out"
     _save(callback, out, 1)
     callback.uploader.wait()
@@ -147,7 +147,8 @@ def test_killed_mid_upload_resumes_from_the_previous_checkpoint(store, tmp_path,
     store.upload = dying_upload
     _save(callback, out, 4)
     assert killed.wait(10)
-    assert sorted(store.list("checkpoint-4")) == sorted(uploaded)  # half uploaded, no manifest
+    # half uploaded, no manifest
+    assert sorted(store.list("checkpoint-4")) == sorted([*uploaded, f"checkpoint-4/{UPLOAD_MARKER}"])
     plan = prepare_checkpointing(
         output_dir=str(tmp_path / "new-machine"), recipe_name="tiny", recipe_yaml="", uri=store.uri,
         endpoint_url=store.endpoint_url,
