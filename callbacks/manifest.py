@@ -232,12 +232,17 @@ def manifest_problems(manifest: dict, step: int) -> list[str]:
 
 def listing_problems(manifest: dict, listing: dict[str, int]) -> list[str]:
     """Compare a manifest with a storage listing (relative path -> size): missing or truncated objects."""
-    problems = []
+    return list(listing_mismatches(manifest, listing).values())
+
+
+def listing_mismatches(manifest: dict, listing: dict[str, int]) -> dict[str, str]:
+    """:func:`listing_problems` by file: relative path -> what is wrong with its object."""
+    problems = {}
     for rel, entry in manifest["files"].items():
         if rel not in listing:
-            problems.append(f"{rel} is listed in the manifest but missing")
+            problems[rel] = f"{rel} is listed in the manifest but missing"
         elif listing[rel] != entry["size"]:
-            problems.append(f"{rel} has {listing[rel]} bytes, the manifest says {entry['size']}")
+            problems[rel] = f"{rel} has {listing[rel]} bytes, the manifest says {entry['size']}"
     return problems
 
 

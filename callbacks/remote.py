@@ -20,6 +20,7 @@ from callbacks.errors import CheckpointError
 from callbacks.manifest import (
     MANIFEST_NAME,
     checkpoint_step,
+    listing_mismatches,
     listing_problems,
     manifest_bytes,
     manifest_problems,
@@ -190,6 +191,7 @@ def commit_checkpoint(
     existing = {k.partition("/")[2]: size for k, size in store.list(name).items()}
     if MANIFEST_NAME in existing:
         _require_same_commit(store, manifest_key, manifest)
+        _repair(store, folder, name, manifest, existing, others)
         return False
     earlier = _marked(store, name, existing)  # what an unfinished upload of ours left here
     marker = {"run_id": manifest["run_id"], "files": sorted(earlier | set(manifest["files"]))}
@@ -227,6 +229,29 @@ def _require_same_commit(store: Store, manifest_key: str, manifest: dict) -> Non
         f"{store.child_uri(manifest_key)} already exists, written by {owner} with different contents; "
         "refusing to overwrite a committed checkpoint. Use another checkpoint.uri, or overwrite: true."
     )
+
+
+def _repair(
+    store: Store, folder: Path, name: str, manifest: dict, listing: dict[str, int], others: Collection[str]
+) -> None:
+    """Upload again the objects of a committed checkpoint that are missing or truncated in the store. The local
+    copy's manifest equals the stored one (hashes included), so its files are the committed bytes."""
+    bad = listing_mismatches(manifest, listing)
+    if not bad:
+        return
+    where = store.child_uri(name)
+    logger.warning(
+        "%s was committed, but %s: uploading them again from %s", where, "; ".join(bad.values()), folder
+    )
+    if lost := sorted(set(bad) & set(others)):
+        raise CheckpointError(
+            f"{where} is damaged ({', '.join(lost)}), and those are another machine's files: resume from an "
+            "earlier checkpoint, or move this one aside to quarantine/."
+        )
+    for rel in bad:
+        store.upload(folder / rel, f"{name}/{rel}")
+    if problems := listing_problems(manifest, {k.partition("/")[2]: n for k, n in store.list(name).items()}):
+        raise CheckpointError(f"Repair of {where} came out wrong: {'; '.join(problems)}")
 
 
 def apply_retention(store: Store, keep_last: int, *, protect: Collection[str] = ()) -> list[str]:

@@ -186,10 +186,17 @@ class Resolver:
             return folder
         if best_local is None:
             return None
-        if self.store and not any(c.step == best_local.step and not c.problems for c in self.remote):
+        same = next((c for c in self.remote if c.step == best_local.step), None)
+        if self.store and same is None:
             logger.info(
                 "Local %s is newer than anything at %s: uploading it first", best_local.folder, self.store.uri
             )
+        elif self.store and same.problems:  # the commit uploads again what is missing or truncated there
+            logger.warning(
+                "Local %s is good, but %s is not (%s): uploading it again",
+                best_local.folder, self.store.child_uri(same.name), "; ".join(same.problems),
+            )  # fmt: skip
+        if self.store and (same is None or same.problems):
             publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
         return best_local.folder
 

@@ -3,11 +3,14 @@ are never deleted, a truncated object is uploaded again, and temporaries a kill 
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from _callbacks_helpers import commit, make_checkpoint, prepare
 
-from callbacks.manifest import MANIFEST_NAME, build_manifest
+from callbacks.manifest import MANIFEST_NAME, build_manifest, seal_checkpoint
 from callbacks.remote import apply_retention, commit_checkpoint, scan_remote
+from callbacks.resume import write_marker
 
 
 def test_a_committed_checkpoint_with_a_damaged_manifest_is_quarantined_never_deleted(
@@ -89,3 +92,32 @@ def test_retention_and_recommits_delete_only_what_the_project_wrote(target, tmp_
     aside = {k.split("/", 2)[2]: store.read_bytes(k) for k in store.list("quarantine")}
     assert aside == {"results.csv": b"mine", "thesis.tex": b"my thesis"}
     assert "did not write (results.csv): moved them aside" in caplog.text
+
+
+def test_a_truncated_object_is_uploaded_again_from_the_good_local_copy(target, tmp_path, caplog):
+    uri, endpoint, store = target
+    commit(store, tmp_path, 4)
+    source = commit(store, tmp_path, 6)
+    out = tmp_path / "out"
+    write_marker(out, "r1", uri)
+    seal_checkpoint(
+        shutil.copytree(source, out / "checkpoint-6"), step=6, recipe_name="tiny", run_id="r1", world_size=1
+    )
+    put(store, tmp_path, "checkpoint-6/optimizer.pt", "x" * 1000)  # the object came out short
+
+    plan = prepare(out, uri, endpoint)
+
+    assert plan.resume_from == str(out / "checkpoint-6")
+    assert store.read_bytes("checkpoint-6/optimizer.pt") == (source / "optimizer.pt").read_bytes()
+    assert "optimizer.pt has 1000 bytes, the manifest says 8192: uploading them again" in caplog.text
+    assert [c.name for c in scan_remote(store) if c.complete] == ["checkpoint-6", "checkpoint-4"]
+    plan.release()
+
+    put(store, tmp_path, "checkpoint-6/optimizer.pt", "x" * 1000)  # again, and now no local copy
+    plan = prepare(tmp_path / "fresh", uri, endpoint)
+    assert plan.resume_from == str(tmp_path / "fresh" / "checkpoint-4")
+    assert [c.name for c in scan_remote(store)] == ["checkpoint-4"]
+    assert (
+        store.read_bytes(next(k for k in store.list("quarantine") if k.endswith("optimizer.pt")))
+        == b"x" * 1000
+    )
