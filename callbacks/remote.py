@@ -280,6 +280,25 @@ def apply_retention(store: Store, keep_last: int, *, protect: Collection[str] = 
     return [c.name for c in doomed]
 
 
+# download_checkpoint's temporaries beside ``dest``, by their exact names: what a kill mid-download leaves.
+_DOWNLOAD_TEMPORARY = re.compile(r"^\.checkpoint-\d+\.(download|replaced)-[0-9a-f]{8}$")
+
+
+def clear_download_leftovers(folder: Path) -> list[str]:
+    """Remove the temporary folders a killed :func:`download_checkpoint` left in ``folder``; returns their names.
+
+    Call it only while no download into ``folder`` can run (the output folder's lock is held).
+    """
+    found = [p for p in (folder.iterdir() if folder.is_dir() else []) if _DOWNLOAD_TEMPORARY.match(p.name)]
+    for path in found:
+        shutil.rmtree(path, ignore_errors=True)
+    if found:
+        logger.info(
+            "Removed %s in %s, left by a download that was killed", ", ".join(p.name for p in found), folder
+        )
+    return [p.name for p in found]
+
+
 class CorruptCheckpoint(CheckpointError):
     """A downloaded checkpoint does not match its manifest."""
 

@@ -30,6 +30,7 @@ from callbacks.remote import (
     QUARANTINE,
     CorruptCheckpoint,
     RemoteCheckpoint,
+    clear_download_leftovers,
     delete_checkpoint,
     download_checkpoint,
     open_source,
@@ -97,6 +98,10 @@ class Resolver:
     ):
         self.store, self.output_dir, self.run = store, output_dir, run
         self.overwrite, self.endpoint_url = overwrite, endpoint_url
+        # What a killed launch left half-written; this launch holds the output folder's lock and the store's lease.
+        clear_download_leftovers(output_dir)
+        if store:
+            store.clear_temporaries()
         self.local = scan_local(output_dir)
         self.remote = scan_readable(store) if store else []
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from common.secrets import credential_problem
 logger = logging.getLogger(__name__)
 Progress = Callable[[int], None] | None
 _TMP_PREFIX = ".tmp-"
+_TEMPORARY = re.compile(rf"^{re.escape(_TMP_PREFIX)}(.+-[0-9a-f]{{8}}|probe-[0-9a-f]{{32}})$")
 _COPY_CHUNK = 8 << 20
 
 
@@ -59,6 +61,11 @@ class Store:
     def preflight(self) -> None:
         """Check that we can write, read and delete here; raise CheckpointError saying what is wrong."""
         raise NotImplementedError
+
+    def clear_temporaries(self) -> list[str]:
+        """Remove what killed writes of ours left here; returns the keys. Call only while nothing else writes
+        here (the run's lease is held). Objects in S3 appear whole, so there is nothing to remove by default."""
+        return []
 
     def explain(self, error: Exception, action: str) -> str:
         """A message saying what went wrong when trying to ``action`` here, and how to fix it."""
@@ -125,6 +132,16 @@ class FolderStore(Store):
             while folder != self.root and folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
                 folder = folder.parent
+
+    def clear_temporaries(self) -> list[str]:
+        # Only our own temporaries, by their exact names (_temp_beside's, the preflight probe's).
+        found = [p for p in self.root.rglob(f"{_TMP_PREFIX}*") if p.is_file() and _TEMPORARY.match(p.name)]
+        self.delete([p.relative_to(self.root).as_posix() for p in found])
+        if found:
+            logger.info(
+                "Removed %d temporary files in %s, left by a copy that was killed", len(found), self.uri
+            )
+        return [p.relative_to(self.root).as_posix() for p in found]
 
     def preflight(self) -> None:
         drive = Path("/content/drive")

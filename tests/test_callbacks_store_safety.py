@@ -11,6 +11,7 @@ from _callbacks_helpers import commit, make_checkpoint, prepare
 from callbacks.manifest import MANIFEST_NAME, build_manifest, seal_checkpoint
 from callbacks.remote import apply_retention, commit_checkpoint, scan_remote
 from callbacks.resume import write_marker
+from callbacks.stores import FolderStore
 
 
 def test_a_committed_checkpoint_with_a_damaged_manifest_is_quarantined_never_deleted(
@@ -121,3 +122,25 @@ def test_a_truncated_object_is_uploaded_again_from_the_good_local_copy(target, t
         store.read_bytes(next(k for k in store.list("quarantine") if k.endswith("optimizer.pt")))
         == b"x" * 1000
     )
+
+
+def test_temporaries_a_kill_left_are_cleared_at_the_next_launch_and_nothing_else(tmp_path):
+    out, drive = tmp_path / "out", FolderStore(tmp_path / "drive")
+    commit(drive, tmp_path, 2)
+    interrupted_upload(drive, tmp_path, 4)
+    killed_copy = drive.root / "checkpoint-4" / ".tmp-optimizer.pt-1a2b3c4d"  # a copy killed halfway
+    killed_copy.write_bytes(b"half")
+    download = out / ".checkpoint-2.download-0f0f0f0f"  # a download killed halfway
+    (download / "sub").mkdir(parents=True)
+    (download / "sub" / "optimizer.pt").write_bytes(b"half")
+    theirs = [drive.root / ".tmp-notes.txt", drive.root / "checkpoint-2" / ".tmp-draft-v2", out / "keep.txt"]
+    for path in theirs:  # named like temporaries, but not exactly as ours are
+        path.write_text("not ours")
+    (out / ".checkpoint-2.download-mine").mkdir()
+
+    plan = prepare(out, drive.uri)
+
+    assert plan.resume_from == str(out / "checkpoint-2")
+    assert not download.exists() and not killed_copy.exists() and not (drive.root / "checkpoint-4").exists()
+    assert all(path.read_text() == "not ours" for path in theirs)
+    assert list(out.glob(".checkpoint-*.download-*")) == [out / ".checkpoint-2.download-mine"]
