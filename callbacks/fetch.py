@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
+from callbacks.download import CorruptCheckpoint, download_checkpoint
 from callbacks.errors import CheckpointError
 from callbacks.manifest import (
     checkpoint_step,
@@ -23,13 +24,7 @@ from callbacks.manifest import (
     verify_folder,
     weight_problems,
 )
-from callbacks.remote import (
-    CorruptCheckpoint,
-    RemoteCheckpoint,
-    download_checkpoint,
-    open_source,
-    scan_readable,
-)
+from callbacks.remote import RemoteCheckpoint, open_source, scan_readable
 from callbacks.stores import Store, is_remote
 
 logger = logging.getLogger(__name__)

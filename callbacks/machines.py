@@ -25,9 +25,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from callbacks.download import download_checkpoint
 from callbacks.errors import CheckpointError
 from callbacks.manifest import checkpoint_step, file_entries, list_files
-from callbacks.remote import PARTS_DIR, download_checkpoint, scan_readable
+from callbacks.remote import PARTS_DIR, scan_readable
 from callbacks.stores import Store, open_store
 
 logger = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
+from callbacks.download import CorruptCheckpoint, clear_download_leftovers, download_checkpoint
 from callbacks.errors import CheckpointError
 from callbacks.manifest import (
     MANIFEST_NAME,
@@ -28,11 +29,8 @@ from callbacks.manifest import (
 from callbacks.publish import RunInfo, publish_local
 from callbacks.remote import (
     QUARANTINE,
-    CorruptCheckpoint,
     RemoteCheckpoint,
-    clear_download_leftovers,
     delete_checkpoint,
-    download_checkpoint,
     open_source,
     quarantine_checkpoint,
     scan_readable,

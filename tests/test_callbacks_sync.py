@@ -11,9 +11,10 @@ import pytest
 from _callbacks_helpers import Faults, make_checkpoint, s3_bucket, trainer_objects
 
 from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
+from callbacks.download import download_checkpoint
 from callbacks.manifest import MANIFEST_NAME
 from callbacks.publish import RunInfo
-from callbacks.remote import UPLOAD_MARKER, apply_retention, download_checkpoint, scan_remote
+from callbacks.remote import UPLOAD_MARKER, apply_retention, scan_remote
 from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
 
