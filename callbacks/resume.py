@@ -146,8 +146,8 @@ class Resolver:
                 f"{why}, but {' and '.join(places)} already has checkpoints of run {', '.join(runs)} "
                 f"({_names(taken)}). "
                 "To continue that run, use checkpoint.resume=latest (and no other run_id); to delete them "
-                "and start over, set checkpoint.overwrite=true; or choose another checkpoint.uri or "
-                "trainer.output_dir."
+                f"and {'go on from there' if why.startswith('resuming at') else 'start over'}, set "
+                "checkpoint.overwrite=true; or choose another checkpoint.uri or trainer.output_dir."
             )
         logger.warning(
             "checkpoint.overwrite=true: deleting %s (run %s) for %s", _names(taken), ", ".join(runs), why

@@ -32,3 +32,12 @@ def closest(word: Any, options: Iterable) -> Any | None:
     by_lower = {str(o).lower(): o for o in options}
     close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1, cutoff=0.6)
     return by_lower[close[0]] if close else None
+
+
+def install_extra(extra: str) -> str:
+    """The command that installs one of the project's optional extras; it is installed from its own folder.
+
+    >>> install_extra("wandb")
+    'pip install -e ".[wandb]" (in the grpo-recipes folder)'
+    """
+    return f'pip install -e ".[{extra}]" (in the grpo-recipes folder)'

@@ -12,7 +12,7 @@ import logging
 import math
 import os
 
-from common.suggestions import did_you_mean
+from common.suggestions import did_you_mean, install_extra
 from recipes.planner.shapes import SUPPORTED_MODEL_TYPES, lora_targets, shape_of
 from recipes.recipe import Recipe, RecipeError
 
@@ -70,7 +70,7 @@ def _missing_trackers(recipe: Recipe) -> list[str]:
     where = recipe.origins.get("trainer.report_to", "the recipe")
     return [
         f"trainer.report_to={name} in {where} needs the {module} package, which is not installed: "
-        f"pip install 'grpo-recipes[{extra}]' (or set trainer.report_to=none)."
+        f"{install_extra(extra)}, or set trainer.report_to=none."
         for name in names
         if name in TRACKERS
         for module, extra in [TRACKERS[name]]
@@ -274,7 +274,7 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
     m, t = recipe.config["model"], recipe.config["trainer"]
     errors = []
     if t["use_vllm"] and importlib.util.find_spec("vllm") is None:
-        errors.append("trainer.use_vllm=true but vLLM is not installed: pip install 'grpo-recipes[vllm]'.")
+        errors.append(f"trainer.use_vllm=true but vLLM is not installed: {install_extra('vllm')}.")
     context = getattr(model_config, "max_position_embeddings", None)
     prompt = recipe.config["data"]["max_prompt_tokens"]
     completion = t["max_completion_length"]

@@ -49,7 +49,11 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
     budget = data.get("max_prompt_tokens")
     if budget:
         if tokenizer is None:
-            raise ValueError("load_split needs a tokenizer to apply data.max_prompt_tokens")
+            raise DataError(
+                f"data.max_prompt_tokens={budget} needs the tokenizer to measure prompts: pass "
+                "load_split(..., tokenizer=recipes.model.load_tokenizer(recipe.config['model'])), or set "
+                "data.max_prompt_tokens to null."
+            )
         lengths = [
             len(ids)
             for ids in tokenizer.apply_chat_template(

@@ -153,7 +153,8 @@ def test_explicit_uri_resumes_that_checkpoint_and_rewinding_needs_overwrite(s3_t
     assert plan.resume_from == str(tmp_path / "fork" / "checkpoint-2") and plan.run_id == "r1"
     with pytest.raises(
         CheckpointError,
-        match=r"resuming at step 2, but s3://\S+/run already has checkpoints of run r1 \(checkpoint-4\)",
+        match=r"resuming at step 2, but s3://\S+/run already has checkpoints of run r1 \(checkpoint-4\)\. .*"
+        r"to delete them and go on from there, set checkpoint.overwrite=true",  # a rewind, not a fresh start
     ):
         prepare(tmp_path / "rewind", uri, endpoint, resume=f"{uri}/checkpoint-2")
     prepare(tmp_path / "rewind", uri, endpoint, resume=f"{uri}/checkpoint-2", overwrite=True)

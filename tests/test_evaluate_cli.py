@@ -13,7 +13,7 @@ from recipes.evaluate import main
 from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
 from recipes.evaluation.questions import eval_data, select_questions
-from recipes.evaluation.records import prompt_sha, read_records
+from recipes.evaluation.records import prompt_sha, read_records, summary
 from recipes.recipe import load_recipe
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records
@@ -113,6 +113,11 @@ def test_rerun_generates_nothing_and_leaves_the_file_unchanged(baseline, tmp_pat
     assert (tmp_path / "base.jsonl").read_bytes() == baseline.read_bytes()
     assert "4 questions x 2 samples = 8 records" in stdout
     assert re.search(r"strict-match +\d+/8 .*\n +flexible-extract +\d+/8", stdout)
+    assert "lm-eval's GSM8K scoring (what published GSM8K numbers use)" in stdout
+    math = [{**r, "id": f"math-test/algebra/{i}"} for i, r in enumerate(lines(baseline))]
+    assert "(not this task's published scoring)" in summary(
+        math, 4, tmp_path / "m.jsonl"
+    )  # MATH said GSM8K's
     assert "python -m stats.compare" in stdout and "--adapter ADAPTER" in stdout
     assert f"--out {tmp_path / 'tuned.jsonl'}" in stdout  # beside this file, named for the other side
 

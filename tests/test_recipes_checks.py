@@ -136,11 +136,13 @@ def test_a_tracker_without_its_package_names_the_extra_to_install(monkeypatch):
     assert lines == [
         (
             "trainer.report_to=wandb in command-line override 'trainer.report_to=[wandb, trackio]' needs the wandb "
-            "package, which is not installed: pip install 'grpo-recipes[wandb]' (or set trainer.report_to=none)."
+            'package, which is not installed: pip install -e ".[wandb]" (in the grpo-recipes folder), or set '
+            "trainer.report_to=none."
         ),
         (
             "trainer.report_to=trackio in command-line override 'trainer.report_to=[wandb, trackio]' needs the trackio "
-            "package, which is not installed: pip install 'grpo-recipes[trackio]' (or set trainer.report_to=none)."
+            'package, which is not installed: pip install -e ".[trackio]" (in the grpo-recipes folder), or set '
+            "trainer.report_to=none."
         ),
     ]
     load_recipe("gsm8k_tiny", ["trainer.report_to=none"])

@@ -104,6 +104,12 @@ def test_prompt_budget_filter_then_limit(tiny_model_dir):
         for p in kept["prompt"]
     )
     assert len(load_split({**SECTION, "max_prompt_tokens": budget, "limit": 10}, tokenizer=tokenizer)) == 10
+    with pytest.raises(
+        DataError, match=r"data.max_prompt_tokens=\d+ needs the tokenizer .* tokenizer=recipes"
+    ):
+        load_split(
+            {**SECTION, "max_prompt_tokens": budget}
+        )  # a ValueError: the contract promises a UserError
 
 
 def test_split_is_a_whole_word_of_the_file_name(tmp_path):

@@ -17,7 +17,6 @@ measurably learns:
 from __future__ import annotations
 
 import logging
-import sys
 import tempfile
 from pathlib import Path
 
@@ -165,4 +164,12 @@ BUILD_KEY = (
 
 
 if __name__ == "__main__":
-    print(build_arith_model(sys.argv[1], seed=int(sys.argv[2]) if len(sys.argv) > 2 else 0))
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Build the warm-started tiny arithmetic Llama into a folder."
+    )
+    parser.add_argument("folder", help="where to save the model and tokenizer (created)")
+    parser.add_argument("seed", nargs="?", type=int, default=0, help="seed of the weights and warm start")
+    args = parser.parse_args()
+    print(build_arith_model(args.folder, seed=args.seed))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from common.errors import UserError
+from common.suggestions import install_extra
 from recipes.compiled_generation import compile_generation
 
 # vLLM compiles LoRA kernels for these ranks only; an adapter needs the smallest one at least its rank.
@@ -135,8 +136,8 @@ def require_vllm() -> None:
     """Raise a clear error when vLLM is not installed."""
     if importlib.util.find_spec("vllm") is None:
         raise EvaluationError(
-            "--engine vllm needs vLLM, which is not installed. Install it with pip install 'grpo-recipes[vllm]' "
-            "(Linux with a CUDA GPU), or use --engine hf."
+            f"--engine vllm needs vLLM, which is not installed: {install_extra('vllm')}, on Linux with a CUDA GPU; "
+            "or use --engine hf."
         )
 
 

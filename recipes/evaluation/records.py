@@ -207,7 +207,10 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str] |
     ):
         lines.append(f"  {label:<26}{count:>6}/{total}  {100 * count / total:5.1f}%")
     lines.append(f"  questions solved at least once {solved}/{questions}")
-    lines.append("  lm-eval's GSM8K scoring (what published GSM8K numbers use):")
+    if all(r["id"].startswith("gsm8k-") for r in records):
+        lines.append("  lm-eval's GSM8K scoring (what published GSM8K numbers use):")
+    else:  # the same two extractions; a MATH or user task's published numbers are scored otherwise
+        lines.append("  lm-eval's GSM8K extraction rules, for reference (not this task's published scoring):")
     for label, key, how in (
         ("strict-match", "correct_strict", "the answer in the format the prompt asks for"),
         ("flexible-extract", "correct_lenient", "last boxed answer, else last number"),
