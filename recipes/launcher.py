@@ -135,12 +135,29 @@ def say_deepspeed_build() -> None:
     if not offload and torch.cuda.is_available():
         return
     from deepspeed.git_version_info import installed_ops
+    from torch.utils.cpp_extension import include_paths
 
     cache = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
-    if installed_ops.get("cpu_adam") or any(cache.glob("*/cpu_adam/cpu_adam*.so")):
+    # A build made from another environment's torch is rebuilt (ninja sees other include paths): two virtual
+    # environments sharing the cache rebuild it at each other's every launch.
+    here = include_paths()[0]
+    built = [p for p in cache.glob("*/cpu_adam/cpu_adam*.so") if here in _read(p.parent / "build.ninja")]
+    if installed_ops.get("cpu_adam") or built:
         return
+    others = any(cache.glob("*/cpu_adam/cpu_adam*.so"))
     logger.info(
-        "DeepSpeed compiles its C++ ops (CPU Adam, the CPU communication op) on this machine's first run: one to "
-        "two minutes without output, then cached in %s.",
+        "DeepSpeed compiles its C++ ops (CPU Adam, the CPU communication op) %s: one to two minutes without "
+        "output, then cached in %s.%s",
+        "again, for this environment's torch" if others else "on this machine's first run",
         cache,
+        " Another environment's build is there: give each its own TORCH_EXTENSIONS_DIR to keep both."
+        if others
+        else "",
     )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

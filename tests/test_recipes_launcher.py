@@ -13,6 +13,7 @@ import torch
 from conftest import REPO, free_port
 from peft import LoraConfig, get_peft_model
 from safetensors.torch import load_file, save_file
+from torch.utils.cpp_extension import include_paths
 
 from callbacks.saved_adapter import saved_adapter_problems, trained_lora_shapes
 from recipes.launcher import check_engine, check_local_processes, reconcile_precision, say_deepspeed_build
@@ -74,8 +75,18 @@ def test_a_first_deepspeed_run_says_its_ops_compile_and_a_built_machine_says_not
     monkeypatch.setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu")
     say_deepspeed_build()
     assert "DeepSpeed compiles its C++ ops" in caplog.text
-    (tmp_path / "py311_cpu" / "cpu_adam").mkdir(parents=True)
-    (tmp_path / "py311_cpu" / "cpu_adam" / "cpu_adam.so").write_bytes(b"built")
+    built = tmp_path / "py311_cpu" / "cpu_adam"
+    built.mkdir(parents=True)
+    (built / "cpu_adam.so").write_bytes(b"built")
+    # Built from another environment's torch: ninja rebuilds it, silently, at this launch.
+    (built / "build.ninja").write_text(
+        "cflags = -isystem /elsewhere/.venv/lib/python3.11/site-packages/torch/include"
+    )
+    caplog.clear()
+    say_deepspeed_build()
+    assert "(CPU Adam, the CPU communication op) again, for this environment's torch" in caplog.text
+    assert "give each its own TORCH_EXTENSIONS_DIR" in caplog.text
+    (built / "build.ninja").write_text(f"cflags = -isystem {include_paths()[0]}")
     caplog.clear()
     say_deepspeed_build()
     assert caplog.text == ""
