@@ -28,10 +28,19 @@ _NUMBER_CORE = r"[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+(?![0-9])|[0-9]+)(?:\.[0-9]+
 NUMBER = re.compile(r"(?<![0-9A-Za-z_.])" + _NUMBER_CORE)
 # A hedged answer names several values ("17 or 18", "17-19", "18 \\pm 1"): it must not score on any of them.
 _PLUS_MINUS = re.compile(r"\\pm|\\mp|±|∓")
-# "17 or 18", "17 (or 18)", "2 and 3", "x = 6 or x = 5", "x = 3 \text{ or } x = 2"
-_OR = re.compile(r"[0-9]\s*[}(]?\s*(?:\\text\s*\{\s*)?\b(?:or|and)\b\s*\}?\s*\$?(?:[A-Za-z]\s*=\s*)?-?[0-9]")
-# One variable given two values: "x=1, x=2".
-_ASSIGNED = re.compile(r"(?<![A-Za-z\\])([A-Za-z])\s*=(?!=)")
+_OR = re.compile(r"[0-9]\s*[}(]?\s*(?:\\text\s*\{\s*)?\bor\b\s*\}?\s*\$?-?[0-9]")  # "17 or 18", "17 (or 18)"
+# Against one number, two values joined by "or"/"and", "x =" or not, are a hedge too: "x = 6 or x = 5", "2 and 3".
+# (Against a LaTeX gold they may be its whole answer: "x = 2 or x = -3" answers "-3, 2"; ``hedges`` keeps _OR.)
+_OR_VALUES = re.compile(
+    r"[0-9]\s*[}(]?\s*(?:\\text\s*\{\s*)?\b(?:or|and)\b\s*\}?\s*\$?(?:[A-Za-z]\s*=\s*)?-?[0-9]"
+)
+# A variable given a number as its final value ("x = 1," "x=2}"); one given two different ones ("x=1, x=2") is a
+# hedge, while working ("x = 12 - 4, x = 8", "a + b = 7") and a restatement ("a = 3, so a = 3") are not.
+_ASSIGNED = re.compile(
+    r"(?:^|[,;{}$]|\b(?:or|and)\b)\s*([A-Za-z])\s*=\s*("
+    + _NUMBER_CORE
+    + r")\s*(?=$|[,;}]|\\text|\b(?:or|and)\b)"
+)
 _RANGE = re.compile(
     rf"{_NUMBER_CORE}\s*(?:-|–|—|\\ldots|\.\.\.|to\b|\\text\s*\{{\s*to\s*\}})\s*{_NUMBER_CORE}"
 )
@@ -173,8 +182,10 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     if (aside := _NUMBER_ASIDE.fullmatch(text)) and _is_working(aside.group(1), aside.group(2)):
         return canonical_number(aside.group(1))
     # Before "x = 6 or x = 5" is cut to its last value.
-    variables = _ASSIGNED.findall(text)
-    hedged = _PLUS_MINUS.search(text) or _OR.search(text) or len(set(variables)) < len(variables)
+    values: dict[str, set[str]] = {}
+    for variable, value in _ASSIGNED.findall(text):
+        values.setdefault(variable, set()).add(canonical_number(value))
+    hedged = _PLUS_MINUS.search(text) or _OR_VALUES.search(text) or any(len(v) > 1 for v in values.values())
     if "=" in text and not _EQUATION.search(text.rsplit("=", 1)[0]):  # "x = 18", not "5x - 7y + 4 = 0"
         text = text.rsplit("=", 1)[1]
     head = _UNIT_TAIL.sub("", text).strip().rstrip(".").strip()

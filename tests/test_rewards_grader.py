@@ -274,6 +274,17 @@ def test_a_hedged_answer_scores_on_none_of_its_values(completion):
     assert extract_answer(completion) is None
 
 
+@pytest.mark.parametrize(
+    ("completion", "gold"),
+    [(r"\boxed{x = 2 \text{ or } x = -3}", "-3, 2"), (r"\boxed{x = 2 \text{ and } x = -3}", "-3, 2"),
+     (r"\boxed{1 \text{ and } 2}", "1, 2"), ("<answer>x = 12 - 4, x = 8</answer>", "8"),
+     ("<answer>a = 3, b = 4, a + b = 7</answer>", "7"), ("<answer>a = 3, so a = 3</answer>", "3")],
+)  # fmt: skip
+def test_every_solution_of_a_latex_gold_and_working_are_no_hedge(completion, gold):
+    """A first version of the "x = 6 or x = 5" hedge graded these wrong: a LaTeX gold may list every solution."""
+    assert is_correct(completion, gold)
+
+
 def test_scientific_notation_reads_its_value_and_foreign_digits_never_score_falsely():
     assert extract_answer(r"\boxed{1.8e1}") == "18" and is_correct("#### 1.8E+1", "18")
     assert not is_correct("3 - 1 = 2 apples, not 20.\n#### 2e1", "2")
