@@ -191,6 +191,8 @@ def train(recipe) -> Path:
             # Log lines (held-out results, alarms, uploads) get lines of their own, not the progress bar's.
             with logging_redirect_tqdm():
                 trainer.train(resume_from_checkpoint=plan.resume_from)
+            if state.is_main_process:  # an earlier run's state (overwrite=true) must not vouch for this save
+                (output_dir / "trainer_state.json").unlink(missing_ok=True)
             trainer.save_model(str(output_dir))  # the final adapter and tokenizer
             if state.is_main_process:
                 if problems := saved_adapter_problems(output_dir, trainer.model):

@@ -29,8 +29,10 @@ from typing import NamedTuple
 from rewards._layout import STYLES, check_style, format_parts
 from rewards._parsing import (
     HEDGED,
+    NUMBER,
     TAIL_CHARS,
     answer_from_snippet,
+    canonical_number,
     hedges,
     is_canonical_number,
     latex_from_snippet,
@@ -112,8 +114,12 @@ def read_gold(gold: str | float | Gold) -> Gold:
         answer = answer_from_snippet(after)
     else:
         number = answer_from_snippet(text, strict=True)
-        # Strict: a sentence ("She has 3 apples and buys 4 more, so 7.") is refused, not read as its first number.
         answer = number if number and is_canonical_number(number) else latex_from_snippet(text, strict=True)
+        numbers = NUMBER.findall(text)
+        if (
+            answer is None and len(numbers) == 1
+        ):  # "The answer is 42"; "..., so 7." of three numbers is refused
+            answer = canonical_number(numbers[0])
     if answer is None or (answer == HEDGED and marker) or answer.lower() in _PLACEHOLDERS:
         raise ValueError(
             f"gold answer {text[-200:]!r} is not one number or expression; expected a plain answer "

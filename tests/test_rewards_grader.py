@@ -203,6 +203,7 @@ def test_gold_without_one_answer_raises_with_the_expected_form(gold):
     ):
         is_correct("#### 18", gold)
     assert gold_answer(r"\text{Paris, France}") == r"\text{Paris, France}" and gold_answer("7 apples") == "7"
+    assert gold_answer("The answer is 42") == "42"  # a sentence with one number answers with it
 
 
 @pytest.mark.parametrize("gold", [None, True, [18]])

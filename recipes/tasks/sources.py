@@ -42,7 +42,7 @@ def _split_files(folder: Path, split: str) -> list[Path]:
     return files
 
 
-_SHARD = re.compile(r"-\d+-of-\d+$")
+_SHARD = re.compile(r"-\d+-of-\d+(-[0-9a-f]+)?$")  # train-00000-of-00002, and -<fingerprint> from push_to_hub
 
 
 def _split_word(split: str) -> re.Pattern:
@@ -84,10 +84,11 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
     return kinds.pop(), [str(f) for f in files]
 
 
-# Fields every task reads as text: a JSON integer beyond 2**53 there loses digits when read (the reader makes a
-# column of large or mixed numbers 64-bit floats), so 1180591620717411303424 would become 1.1805916207174113e+21.
+# Fields every task reads as text. The reader makes a column of integers int64, but one holding a float, or an
+# integer beyond int64, 64-bit floats: an integer beyond 2**53 there loses digits (1180591620717411303424 would
+# become 1.1805916207174113e+21).
 TEXT_FIELDS = ("answer", "id")
-EXACT_INTEGERS = 2**53
+EXACT_INTEGERS, INT64 = 2**53, 2**63 - 1
 
 
 def check_jsonl(file: Path) -> None:
@@ -99,7 +100,11 @@ def check_jsonl(file: Path) -> None:
     """
     import json
 
-    empty = True
+    empty, floats, large = (
+        True,
+        set(),
+        {},
+    )  # fields holding a float; field -> (line, value) of its first big integer
     with open(file, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -124,13 +129,18 @@ def check_jsonl(file: Path) -> None:
                 )
             for field in TEXT_FIELDS:
                 value = row.get(field)
-                if isinstance(value, int) and not isinstance(value, bool) and abs(value) > EXACT_INTEGERS:
-                    raise DataError(
-                        f"{file} line {number}: {field!r} is the number {value}, too large to read exactly "
-                        f'(JSON numbers become 64-bit floats): write it as a string, "{field}": "{value}".'
-                    )
+                if isinstance(value, float):
+                    floats.add(field)
+                elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > EXACT_INTEGERS:
+                    large.setdefault(field, (number, value))
     if empty:
         raise DataError(f"{file} is empty: a JSONL data file holds one JSON object per line.")
+    for field, (number, value) in large.items():
+        if field in floats or abs(value) > INT64:
+            raise DataError(
+                f"{file} line {number}: {field!r} is the number {value}, which this file's {field!r} column "
+                f'reads as a 64-bit float, changing its digits: write it as a string, "{field}": "{value}".'
+            )
 
 
 def resolve_source(source: str) -> str:
