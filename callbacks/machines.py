@@ -203,9 +203,14 @@ def receipt_key(checkpoint: str, save: str, machine: str) -> str:
 
 
 def upload_part(store: Store, staged: Path, step: int, part: Part, machine: str) -> None:
-    """A separate machine's upload: its files, then its receipt (or, failing, the error, so the commit stops)."""
+    """A separate machine's upload: what it will write, its files, then its receipt (or, failing, the error, so the
+    commit stops)."""
     name = f"checkpoint-{step}"
     receipt = receipt_key(name, part.save, machine)
+    # First, what it will write: a folder left half uploaded by a lost machine is then known as ours, not a user's.
+    store.write_bytes(
+        receipt.removesuffix(".json") + ".uploading.json", json.dumps({"files": list(part.files)}).encode()
+    )
     try:
         for rel in part.files:
             store.upload(staged / rel, f"{name}/{rel}")

@@ -115,18 +115,31 @@ def written_by_us(store: Store, ckpt: RemoteCheckpoint) -> set[str]:
     if manifest is None and MANIFEST_NAME in ckpt.files:
         key = f"{ckpt.name}/{MANIFEST_NAME}"
         manifest, _ = parse_manifest(store.read_bytes(key) or b"", store.child_uri(key))
-    return (ours | set(manifest["files"] if manifest else ()) | _marked(store, ckpt.name, ckpt.files)) & set(
-        ckpt.files
-    )
+    # The other machines' files, listed by their markers and receipts in .parts/ (callbacks/machines.py).
+    parts = {
+        rel
+        for marker in ours
+        if marker.startswith(f"{PARTS_DIR}/")
+        for rel in _listed(store, ckpt.name, marker)
+    }
+    found = ours | parts | set(manifest["files"] if manifest else ()) | _marked(store, ckpt.name, ckpt.files)
+    return found & set(ckpt.files)
 
 
 def _marked(store: Store, name: str, files: Collection[str]) -> set[str]:
     """The files an upload of ours into ``name`` wrote or was about to write, from its marker."""
-    if UPLOAD_MARKER not in files:
-        return set()
+    return _listed(store, name, UPLOAD_MARKER) if UPLOAD_MARKER in files else set()
+
+
+def _listed(store: Store, name: str, marker: str) -> set[str]:
+    """The files a marker or receipt (``{"files": [...]}``) in checkpoint ``name`` lists."""
     try:
-        listed = json.loads(store.read_bytes(f"{name}/{UPLOAD_MARKER}") or b"{}")["files"]
-    except (ValueError, KeyError, TypeError):  # damaged: nothing in the folder is provably ours
+        listed = json.loads(store.read_bytes(f"{name}/{marker}") or b"{}")["files"]
+    except (
+        ValueError,
+        KeyError,
+        TypeError,
+    ):  # damaged, or an error receipt: nothing it names is provably ours
         return set()
     return {rel for rel in listed if isinstance(rel, str)}
 

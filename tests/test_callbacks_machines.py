@@ -101,3 +101,21 @@ def test_a_separate_machine_keeps_its_newest_checkpoint_folders(tmp_path):
     assert rotate_local(tmp_path, 2) == ["checkpoint-2", "checkpoint-4"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-10", "checkpoint-8", "heldout"]
     assert rotate_local(tmp_path, None) == []  # no limit: keep every folder
+
+
+def test_a_part_whose_commit_never_came_is_deleted_as_ours_not_moved_aside(tmp_path, caplog):
+    """Another machine's files in a checkpoint the main process never committed were called a user's by the
+    retention that cleared the folder, and moved to quarantine/ at every such save (optimizer shards under ZeRO)."""
+    from callbacks.remote import apply_retention
+
+    store = FolderStore(tmp_path / "store")
+    main, other, part = split_checkpoint(tmp_path)
+    upload_part(store, other, 4, part, "machine-1")  # the main process died before its own upload of step 4
+    store.delete(
+        [receipt_key("checkpoint-4", "save-1", "machine-1")]
+    )  # ... and a lost machine sends no receipt
+    later = stage_checkpoint(make_checkpoint(tmp_path / "later", 6), tmp_path / "six", RUN.recipe_yaml)
+    publish_staged(store, later, 6, RUN, world_size=1)
+    apply_retention(store, keep_last=1)
+    assert [c.name for c in scan_remote(store)] == ["checkpoint-6"]
+    assert not store.list("quarantine") and "did not write" not in caplog.text
