@@ -109,7 +109,7 @@ def test_a_part_whose_commit_never_came_is_deleted_as_ours_not_moved_aside(tmp_p
     from callbacks.remote import apply_retention
 
     store = FolderStore(tmp_path / "store")
-    main, other, part = split_checkpoint(tmp_path)
+    _, other, part = split_checkpoint(tmp_path)
     upload_part(store, other, 4, part, "machine-1")  # the main process died before its own upload of step 4
     store.delete(
         [receipt_key("checkpoint-4", "save-1", "machine-1")]
