@@ -292,6 +292,7 @@ def test_a_final_adapter_with_nothing_to_resume_is_not_trained_over(tmp_path, ca
     out.mkdir()
     (out / "adapter_model.safetensors").write_bytes(b"the finished run's adapter")
     (out / "checkpoint-4").mkdir()  # half a checkpoint: unusable, moved aside
+    (out / ".checkpoint_sync").mkdir()  # what every run of ours leaves: the folder is the run's, not a user's
     with pytest.raises(
         RecipeError, match=r"holds a final adapter, and no checkpoint of its run can be resumed"
     ):
