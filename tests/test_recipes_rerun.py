@@ -12,7 +12,7 @@ from conftest import REPO
 
 from callbacks.manifest import MANIFEST_NAME, local_checkpoint_problems
 from recipes.recipe import RecipeError, load_recipe
-from recipes.rerun import changed_keys
+from recipes.rerun import changed_keys, keep_final_adapter
 
 pytestmark = pytest.mark.slow
 ARGS = ["trainer.max_steps=4", "checkpoint.every_steps=2"]
@@ -135,28 +135,41 @@ def _an_earlier_steps_adapter(
         (out / name).write_bytes((out / "checkpoint-2" / name).read_bytes())
 
 
+def _copy(finished, tmp_path):
+    out = tmp_path / "run"
+    subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
+    return out
+
+
 @pytest.mark.parametrize("damage", [_no_final_save, _killed_mid_save, _an_earlier_steps_adapter])
 def test_a_final_folder_that_is_not_the_last_checkpoints_is_restored_from_it(finished, tmp_path, damage):
     """Before, only a missing adapter was restored: a half-written one, or step 2's, was called the final adapter."""
-    out = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
+    out = _copy(finished, tmp_path)
     damage(out)
-    result = run(out)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"Final adapter restored in {out} from {out / 'checkpoint-4'} (step 4)" in result.stderr
-    last = out / "checkpoint-4"
+    recipe, last = load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}", *ARGS]), out / "checkpoint-4"
+    assert keep_final_adapter(recipe, last, out)
     for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json"):
         assert (out / name).read_bytes() == (last / name).read_bytes()
     assert not (out / "optimizer.pt").exists() and (out / "recipe.yaml").is_file()
     card = (out / "README.md").read_text()  # the project's card, not the checkpoint's peft template
     assert "- Training: 4 of 4 steps" in card and "Held-out accuracy (4 questions x 2 samples" in card
     again = snapshot(out)
-    assert run(out).returncode == 0 and snapshot(out) == again  # complete now: left as it is
+    assert not keep_final_adapter(recipe, last, out) and snapshot(out) == again  # complete now: left as it is
+
+
+def test_a_rerun_after_a_kill_during_the_final_save_finishes_it(finished, tmp_path):
+    out = _copy(finished, tmp_path)
+    _killed_mid_save(out)
+    result = run(out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Final adapter restored in {out} from {out / 'checkpoint-4'} (step 4)" in result.stderr
+    assert "already finished at step 4" in result.stderr
+    adapter = "adapter_model.safetensors"
+    assert (out / adapter).read_bytes() == (out / "checkpoint-4" / adapter).read_bytes()
 
 
 def test_raising_max_steps_continues_the_run(finished, tmp_path):
-    out = tmp_path / "run"
-    subprocess.run(["cp", "-r", str(finished), str(out)], check=True)
+    out = _copy(finished, tmp_path)
     result = run(out, "trainer.max_steps=6")
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
