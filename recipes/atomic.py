@@ -1,4 +1,4 @@
-"""Atomic text files: a reader, or a crash, sees the old file or the whole new one, never half of it."""
+"""Atomic files: a reader, or a crash, sees the old file or the whole new one, never half of it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,16 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
+
+
+def copy_file_atomically(source: str | Path, target: str | Path) -> None:
+    """Copy ``source`` to ``target`` through a temporary file beside it and ``os.replace``."""
+    import shutil
+
+    target = Path(target)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.copy2(source, tmp)
+    os.replace(tmp, target)
 
 
 def write_folder_atomically(folder: str | Path, save) -> Path:

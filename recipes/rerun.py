@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,8 @@ MAY_CHANGE = (
 )
 # A checkpoint's own bookkeeping; with its training state (optimizer, RNG), not part of the final adapter folder.
 BOOKKEEPING = ("manifest.json", "recipe.yaml")
+# Written last by a final save (recipes/run.py): its step says the whole save is there.
+STATE_NAME = "trainer_state.json"
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -213,7 +214,7 @@ def keep_final_adapter(recipe: Recipe, checkpoint: Path, output_dir: Path) -> bo
     final save (a truncated adapter), or another step's adapter (the run went on from the store elsewhere).
     """
     from callbacks.heldout_history import HISTORY_NAME, read_history
-    from recipes.atomic import write_text_atomically
+    from recipes.atomic import copy_file_atomically, write_text_atomically
     from recipes.model_card import model_card
 
     state = json.loads((checkpoint / STATE_NAME).read_text())
@@ -222,20 +223,17 @@ def keep_final_adapter(recipe: Recipe, checkpoint: Path, output_dir: Path) -> bo
     skip = {*BOOKKEEPING, STATE_NAME, HISTORY_NAME}
     for source in sorted(checkpoint.iterdir()):
         if source.is_file() and source.name not in skip and not is_training_state(source.name):
-            _copy_atomically(source, output_dir / source.name)
+            copy_file_atomically(source, output_dir / source.name)
     history = read_history(checkpoint / HISTORY_NAME)
     card = model_card(recipe, state.get("log_history", []), str(output_dir), history)
     write_text_atomically(output_dir / "README.md", card)  # the project's card, not peft's template
     if not (output_dir / "recipe.yaml").is_file():  # a folder made on another machine from the store
         write_text_atomically(output_dir / "recipe.yaml", recipe.to_yaml())
-    _copy_atomically(checkpoint / STATE_NAME, output_dir / STATE_NAME)  # last: the folder is complete
+    copy_file_atomically(checkpoint / STATE_NAME, output_dir / STATE_NAME)  # last: the folder is complete
     logger.info(
         "Final adapter restored in %s from %s (step %d)", output_dir, checkpoint, state["global_step"]
     )
     return True
-
-
-STATE_NAME = "trainer_state.json"
 
 
 def _final_step(output_dir: Path) -> int | None:
@@ -246,9 +244,3 @@ def _final_step(output_dir: Path) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return step if (output_dir / ADAPTER_FILE).is_file() else None
-
-
-def _copy_atomically(source: Path, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.copy2(source, tmp)
-    os.replace(tmp, target)

@@ -120,6 +120,7 @@ def train(recipe) -> Path:
     from recipes.model import load_config, load_tokenizer
     from recipes.model_card import model_card
     from recipes.rerun import (
+        STATE_NAME,
         check_process_count,
         finished_step,
         keep_final_adapter,
@@ -192,7 +193,7 @@ def train(recipe) -> Path:
             with logging_redirect_tqdm():
                 trainer.train(resume_from_checkpoint=plan.resume_from)
             if state.is_main_process:  # an earlier run's state (overwrite=true) must not vouch for this save
-                (output_dir / "trainer_state.json").unlink(missing_ok=True)
+                (output_dir / STATE_NAME).unlink(missing_ok=True)
             trainer.save_model(str(output_dir))  # the final adapter and tokenizer
             if state.is_main_process:
                 if problems := saved_adapter_problems(output_dir, trainer.model):

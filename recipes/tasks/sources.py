@@ -23,6 +23,9 @@ class DataError(UserError):
     """A dataset that does not have the task's shape; the message names the file and row."""
 
 
+_SHARD = re.compile(r"-\d+-of-\d+(-[0-9a-f]+)?$")  # train-00000-of-00002, and -<fingerprint> from push_to_hub
+
+
 def _split_files(folder: Path, split: str) -> list[Path]:
     """The data files of ``split`` in a folder: one file, or the shards of one (``train-00000-of-00002``).
 
@@ -40,9 +43,6 @@ def _split_files(folder: Path, split: str) -> list[Path]:
             f"file. Keep one {split} file (or one set of shards) in the folder, or name the file as data.source."
         )
     return files
-
-
-_SHARD = re.compile(r"-\d+-of-\d+(-[0-9a-f]+)?$")  # train-00000-of-00002, and -<fingerprint> from push_to_hub
 
 
 def _split_word(split: str) -> re.Pattern:
@@ -100,11 +100,8 @@ def check_jsonl(file: Path) -> None:
     """
     import json
 
-    empty, floats, large = (
-        True,
-        set(),
-        {},
-    )  # fields holding a float; field -> (line, value) of its first big integer
+    # Whether any row was read; the fields holding a float; field -> (line, value) of its first big integer.
+    empty, floats, large = True, set(), {}
     with open(file, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
