@@ -32,7 +32,11 @@ def test_a_second_launch_on_the_same_prefix_is_refused_until_the_first_releases_
         prepare(tmp_path / "machine-b", uri, endpoint)
     message = str(raised.value)
     assert f"{store.uri} is in use by another run of recipe 'tiny' (pid" in message
-    assert re.search(r"lease renewed [01] s ago\).* expires 1(19|20) s from now", message)
+    # The ages depend on how busy the machine is; what they must show is the 120 s lease counted from its renewal.
+    ago, left = map(
+        int, re.search(r"lease renewed (\d+) s ago\).* expires (\d+) s from now", message).groups()
+    )
+    assert ago < 30 and 119 <= ago + left <= 121
     assert f"delete {store.child_uri(LEASE_KEY)}" in message
     assert store.read_bytes(LEASE_KEY) == lease  # the refused launch left the first one's lease alone
     first.release()
