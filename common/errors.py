@@ -7,12 +7,31 @@ their messages name the file, key or row, what was expected, and a fix.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 
 class UserError(ValueError):
     """A problem the user can fix; the message says where, what was expected, and how to fix it."""
+
+
+def say_error(message: str) -> None:
+    """``error: <message>`` on stderr, and in the process's error file when torchrun started it.
+
+    torchrun (``accelerate launch`` with several processes) ends a failed launch with its own report, whose
+    root cause otherwise reads "To enable traceback see: <its docs>"; it quotes this file there instead.
+    """
+    print(f"error: {message}", file=sys.stderr)
+    if error_file := os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        # The message is already on stderr: a file that cannot be written must not replace it with a traceback.
+        with contextlib.suppress(OSError):
+            report = {"message": f"error: {message}", "timestamp": int(time.time())}
+            Path(error_file).write_text(json.dumps(report))
 
 
 def exit_status(command: Callable[[], object], interrupted: str | None = None) -> int:
@@ -23,7 +42,7 @@ def exit_status(command: Callable[[], object], interrupted: str | None = None) -
     try:
         command()
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        say_error(str(e))
         return 2
     except KeyboardInterrupt:
         if interrupted is None:

@@ -1,8 +1,8 @@
 """Train a recipe: GRPO with LoRA adapters through TRL's GRPOTrainer.
 
-    accelerate launch recipes/run.py arith_tiny                      # offline CPU default that learns: minutes
-    accelerate launch recipes/run.py gsm8k_tiny                      # offline plumbing check: seconds
-    accelerate launch recipes/run.py gsm8k_llama trainer.max_steps=800 checkpoint.uri=s3://bucket/runs/llama
+    accelerate launch -q recipes/run.py arith_tiny                   # offline CPU default that learns: minutes
+    accelerate launch -q recipes/run.py gsm8k_tiny                   # offline plumbing check: seconds
+    accelerate launch -q recipes/run.py gsm8k_llama trainer.max_steps=800 checkpoint.uri=s3://bucket/runs/llama
     python recipes/run.py --list                                     # recipes and what they are for
     python recipes/run.py gsm8k_qwen --print                         # the resolved recipe, no training
     python recipes/run.py gsm8k_qwen --plan                          # expected GPU memory, no training
@@ -245,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=f"recipes:\n{recipes}\n\n"
         "overrides: section.key=value, the value read as YAML (lists and mappings too), applied last.\n"
         "examples:\n"
-        "  accelerate launch recipes/run.py arith_tiny\n"
-        "  accelerate launch recipes/run.py gsm8k_llama trainer.max_steps=400 checkpoint.uri=s3://bucket/runs/a\n"
+        "  accelerate launch -q recipes/run.py arith_tiny   # -q: a refused run ends on its error line\n"
+        "  accelerate launch -q recipes/run.py gsm8k_llama trainer.max_steps=400 checkpoint.uri=s3://bucket/runs/a\n"
         "  python recipes/run.py gsm8k_qwen --plan",
     )
     parser.add_argument("recipe", nargs="?", help="recipe name (see --list) or path to a recipe YAML file")
