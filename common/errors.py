@@ -20,17 +20,57 @@ class UserError(ValueError):
     """A problem the user can fix; the message says where, what was expected, and how to fix it."""
 
 
-def say_error(message: str) -> None:
-    """``error: <message>`` on stderr, and in the process's error file when torchrun started it.
+# How long a process waits for its machine's local rank 0 to say the same error: every process of a launch meets a
+# recipe error within about a second of the others (the same files; after the model loads, the same gathered data).
+SIBLING_WAIT_S = 5.0
 
-    torchrun (``accelerate launch`` with several processes) ends a failed launch with its own report, whose
-    root cause otherwise reads "To enable traceback see: <its docs>"; it quotes this file there instead.
+
+def say_error(message: str) -> None:
+    """``error: <message>`` on stderr, once per machine when every process of a launch meets the same one.
+
+    Local rank 0 says it. Under torchrun (``accelerate launch`` with several processes) each process also writes
+    its error file, whose message torchrun's report of the failed launch quotes as the failure's cause instead of
+    "To enable traceback see: <its docs>"; the other processes of the machine read local rank 0's there and stay
+    silent when it is theirs. An error of their own, or one local rank 0 has not said, they say with their rank.
     """
-    print(f"error: {message}", file=sys.stderr)
-    if error_file := os.environ.get("TORCHELASTIC_ERROR_FILE"):
-        # The message is already on stderr: a file that cannot be written must not replace it with a traceback.
+    line = f"error: {message}"
+    error_file, local_rank = os.environ.get("TORCHELASTIC_ERROR_FILE"), os.environ.get("LOCAL_RANK", "0")
+    if local_rank == "0":
+        _write_error_file(error_file, line)  # first: the other processes are waiting for it
+        print(line, file=sys.stderr)
+        return
+    # torchrun's layout, <attempt>/<local rank>/error.json: local rank 0's file is a sibling folder's.
+    mine = Path(error_file) if error_file else None
+    first = (
+        _said(mine.parent.parent / "0" / "error.json") if mine and mine.parent.name == local_rank else None
+    )
+    if first and first["message"] == line:
+        # A second after local rank 0's: torchrun's report takes the earliest failure, in whole seconds, as the root
+        # cause, and a tie goes to the process that exited first, which may be this one.
+        _write_error_file(error_file, "error: the same as local rank 0's", first["timestamp"] + 1)
+        return
+    _write_error_file(error_file, line)
+    print(f"error (rank {os.environ.get('RANK', local_rank)}): {message}", file=sys.stderr)
+
+
+def _said(error_file: Path) -> dict | None:
+    """Another process's error file (``message``, ``timestamp``) once it is there in full; None after
+    ``SIBLING_WAIT_S``."""
+    deadline = time.monotonic() + SIBLING_WAIT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):  # not there yet, or half written
+            report = json.loads(error_file.read_text())
+            if isinstance(report, dict) and "message" in report and "timestamp" in report:
+                return report
+        time.sleep(0.05)
+    return None
+
+
+def _write_error_file(error_file: str | None, message: str, timestamp: int | None = None) -> None:
+    # The message is on stderr all the same: a file that cannot be written must not replace it with a traceback.
+    if error_file:
+        report = {"message": message, "timestamp": int(time.time()) if timestamp is None else timestamp}
         with contextlib.suppress(OSError):
-            report = {"message": f"error: {message}", "timestamp": int(time.time())}
             Path(error_file).write_text(json.dumps(report))
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from common.errors import UserError, exit_status
+from common.errors import UserError, exit_status, say_error
 
 
 def test_exit_status_turns_user_errors_and_ctrl_c_into_messages(capsys):
@@ -40,3 +42,31 @@ def test_a_training_run_stopped_with_ctrl_c_says_how_to_resume(monkeypatch, caps
         "interrupted: every checkpoint saved before it is kept; rerun the same command"
         in capsys.readouterr().err
     )
+
+
+def test_under_torchrun_a_machines_processes_say_an_error_once_and_their_own_with_their_rank(
+    monkeypatch, tmp_path, capsys
+):
+    """torchrun gives each process <attempt>/<local rank>/error.json; its report quotes the one that failed first."""
+    files = {rank: tmp_path / "attempt_0" / rank / "error.json" for rank in ("0", "1")}
+    for file in files.values():
+        file.parent.mkdir(parents=True)
+
+    def say(local_rank: str, message: str) -> str:
+        monkeypatch.setenv("TORCHELASTIC_ERROR_FILE", str(files[local_rank]))
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        monkeypatch.setenv("RANK", str(int(local_rank) + 2))  # the second machine's
+        say_error(message)
+        return capsys.readouterr().err
+
+    assert say("0", "bad key") == "error: bad key\n"
+    first = json.loads(files["0"].read_text())
+    assert first["message"] == "error: bad key"
+    assert say("1", "bad key") == ""  # local rank 0 said it
+    # Later than local rank 0's: the report's root cause is the earliest, and a tie went to the first to exit.
+    assert json.loads(files["1"].read_text()) == {
+        "message": "error: the same as local rank 0's",
+        "timestamp": first["timestamp"] + 1,
+    }
+    assert say("1", "no such file") == "error (rank 3): no such file\n"
+    assert json.loads(files["1"].read_text())["message"] == "error: no such file"

@@ -1,5 +1,5 @@
-"""What a refused run shows under `accelerate launch`: run.py's one `error:` line, not buried under the launcher's
-own traceback (one process) or left unnamed in torchrun's report (several)."""
+"""What a refused run shows under `accelerate launch`: run.py's `error:` line once, not buried under the launcher's
+own traceback (one process), said by every process or left unnamed in torchrun's report (several)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,23 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO, accelerate_launcher
 
 BAD_KEY = "error: Unknown key lora.rank in command-line override 'lora.rank=8'. Did you mean lora.r?"
 
 
-def launch(command: list[str], tmp_path) -> subprocess.CompletedProcess:
-    """``command`` with a recipe error that every process meets before the model loads: seconds, not minutes."""
-    command = [
-        *command,
-        "recipes/run.py",
-        "arith_tiny",
-        "lora.rank=8",
-        f"trainer.output_dir={tmp_path / 'out'}",
-    ]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+def launch(command: list[str], tmp_path, override: str = "lora.rank=8") -> subprocess.CompletedProcess:
+    """``command`` with a recipe error met before the model loads (by every process, by default): seconds."""
+    out = f"trainer.output_dir={tmp_path / 'out'}"
+    return subprocess.run(
+        [*command, "recipes/run.py", "arith_tiny", override, out],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def root_cause(stderr: str) -> str:
+    return stderr.split("Root Cause (first observed failure):")[1]
 
 
 def test_the_readmes_launch_command_reports_a_recipe_error_in_one_line(tmp_path):
@@ -33,8 +35,33 @@ def test_the_readmes_launch_command_reports_a_recipe_error_in_one_line(tmp_path)
     assert "Traceback" not in result.stderr and "CalledProcessError" not in result.stderr
 
 
-def test_torchruns_report_of_a_failed_launch_quotes_the_recipe_error(tmp_path):
-    """Its root cause read "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html"."""
+def test_torchruns_report_quotes_the_recipe_error_that_is_said_once(tmp_path):
+    """The report's root cause read "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+    and each process said the error."""
     result = launch(accelerate_launcher(2), tmp_path)
     assert result.returncode == 1
-    assert f"traceback : {BAD_KEY}" in result.stderr.split("Root Cause (first observed failure):")[1]
+    assert "rank      : 0" in root_cause(result.stderr)
+    said = [line for line in result.stderr.splitlines() if "lora.rank" in line]
+    assert said == [BAD_KEY, f"  traceback : {BAD_KEY}"]  # rank 0's line, and the report's root cause
+
+
+@pytest.mark.slow  # rank 1 waits 5 s for rank 0 to say the same error
+def test_an_error_of_one_process_is_said_with_its_rank(tmp_path):
+    """Rank 1 said it as plain "error: ...", with the report's root cause a link to torch's docs."""
+    plugin = tmp_path / "rank_plugin.py"
+    plugin.write_text(
+        "import os\n\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    raise OSError('this copy is unreadable')\n\n\n"
+        "def nothing(completions, **kwargs):\n"
+        "    return [0.0] * len(completions)\n"
+    )
+    result = launch(accelerate_launcher(2), tmp_path, f"rewards=[{{path: '{plugin}:nothing'}}]")
+    assert result.returncode == 1
+    said = [line for line in result.stderr.splitlines() if "unreadable" in line]
+    assert len(said) == 2, result.stderr
+    assert said[0].startswith("error (rank 1): rewards ") and said[0].endswith(
+        "raised OSError: this copy is unreadable"
+    )
+    assert said[1] == "  traceback : " + said[0].replace(" (rank 1)", "", 1)
+    assert "rank      : 1" in root_cause(result.stderr)
