@@ -18,6 +18,7 @@ import argparse
 import logging
 import os
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
@@ -135,7 +136,12 @@ def train(recipe) -> Path:
     reconcile_precision(recipe)  # before accelerate's state or the GRPOConfig reads the launcher's precision
     # Without a GPU, a multi-process launch (torchrun, `accelerate launch --multi_gpu`) must run as CPU processes
     # over gloo; accelerate only picks that when told `cpu` before anything else creates its state.
-    state = PartialState(cpu=not torch.cuda.is_available())
+    # The Trainer joins this state, so trainer.ddp_timeout (how long a wait for a failed machine lasts) counts only
+    # here; unset, torch's defaults stay (30 min; 10 with NCCL), not GRPOConfig's 1800 s.
+    timeout = recipe.config["trainer"]["ddp_timeout"] if "trainer.ddp_timeout" in recipe.origins else None
+    state = PartialState(
+        cpu=not torch.cuda.is_available(), **({"timeout": timedelta(seconds=timeout)} if timeout else {})
+    )
     warn_if_launcher_started_one_process()
     check_machine(recipe, torch.cuda.is_available())  # before the model's config is fetched from the Hub
     model_config = load_config(recipe.config["model"])

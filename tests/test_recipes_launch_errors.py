@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 from conftest import REPO, accelerate_launcher
+
+from recipes.recipe import load_recipe
 
 BAD_KEY = "error: Unknown key lora.rank in command-line override 'lora.rank=8'. Did you mean lora.r?"
 
@@ -65,3 +68,27 @@ def test_an_error_of_one_process_is_said_with_its_rank(tmp_path):
     )
     assert said[1] == "  traceback : " + said[0].replace(" (rank 1)", "", 1)
     assert "rank      : 1" in root_cause(result.stderr)
+
+
+def test_a_recipes_ddp_timeout_reaches_the_process_group(monkeypatch):
+    """The Trainer joins run.py's state: trainer.ddp_timeout, which it gives its own, was ignored, and a machine
+    whose peer failed before joining waited 30 minutes without a word."""
+    import accelerate
+
+    from recipes.run import train
+
+    class Stop(Exception):
+        pass
+
+    given = {}
+
+    def state(**kwargs):
+        given.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(accelerate, "PartialState", state)
+    for overrides, timeout in (([], None), (["trainer.ddp_timeout=30"], timedelta(seconds=30))):
+        given.clear()
+        with pytest.raises(Stop):
+            train(load_recipe("gsm8k_tiny", overrides))
+        assert given.get("timeout") == timeout  # unset: torch's own default, not GRPOConfig's 1800 s
