@@ -220,7 +220,7 @@ def check_machine(recipe: Recipe, cuda_available: bool) -> None:
             errors.append(
                 f"{recipe.name} needs a GPU and this machine has none: {' and '.join(gpu_only)} need{'s' if len(gpu_only) == 1 else ''} one "
                 f"({m['name_or_path']}{_gpu_need(recipe)}). Run it on a GPU; on this CPU, {fix}try the offline "
-                "default, which learns in minutes: accelerate launch recipes/run.py arith_tiny"
+                "default, which learns in minutes: accelerate launch -q recipes/run.py arith_tiny"
             )
         if t["use_vllm"]:
             errors.append(

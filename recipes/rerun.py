@@ -1,6 +1,6 @@
 """A launch on an output folder that already holds a run: a finished run stays finished, a changed recipe is refused.
 
-    accelerate launch recipes/run.py arith_tiny    # again, once finished: "already finished at step 400"
+    accelerate launch -q recipes/run.py arith_tiny    # again, once finished: "already finished at step 400"
 
 Without this, ``resume: latest`` on a finished run trains past max_steps and writes over the final adapter, and a
 run continued with another recipe mixes two experiments in one set of checkpoints.

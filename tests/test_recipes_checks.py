@@ -38,7 +38,7 @@ def test_bf16_without_a_gpu_fails_before_the_model_loads():
         "(meta-llama/Llama-3.1-8B-Instruct, planned peak 19.5 GB of GPU memory, see --plan)."
     )
     assert (
-        "accelerate launch recipes/run.py arith_tiny" in message and "float32" not in message
+        "accelerate launch -q recipes/run.py arith_tiny" in message and "float32" not in message
     )  # an 8B on a CPU
     tiny = load_recipe("gsm8k_tiny", ["model.dtype=bfloat16"])
     with pytest.raises(
