@@ -5,19 +5,27 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+import time
 import uuid
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from callbacks.errors import CheckpointError
-from callbacks.manifest import MANIFEST_NAME, manifest_bytes, verify_folder
-from callbacks.remote import RemoteCheckpoint, is_training_state
+from callbacks.manifest import (
+    MANIFEST_NAME,
+    manifest_bytes,
+    read_local_manifest,
+    same_contents,
+    verify_folder,
+)
+from callbacks.remote import QUARANTINE, RemoteCheckpoint, is_training_state
 from callbacks.stores import Store
 
 logger = logging.getLogger(__name__)
+SYNC_DIR = ".checkpoint_sync"  # inside output_dir: run marker, staging copies, quarantine
 # download_checkpoint's temporaries beside ``dest``, by their exact names: what a kill mid-download leaves.
-_DOWNLOAD_TEMPORARY = re.compile(r"^\.checkpoint-\d+\.(download|replaced)-[0-9a-f]{8}$")
+_DOWNLOAD_TEMPORARY = re.compile(r"^\.checkpoint-\d+\.download-[0-9a-f]{8}$")
 
 
 def clear_download_leftovers(folder: Path) -> list[str]:
@@ -35,6 +43,24 @@ def clear_download_leftovers(folder: Path) -> list[str]:
     return [p.name for p in found]
 
 
+def move_aside(folder: Path, why: str) -> Path:
+    """Move a local folder this launch will not use to ``.checkpoint_sync/quarantine/`` beside it; returns where.
+
+    Never deleted: a ``checkpoint-N`` folder may hold the user's files, and a local move costs nothing.
+    """
+    stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+    aside = folder.parent / SYNC_DIR / QUARANTINE / f"{folder.name}-{stamp}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    folder.rename(aside)
+    held = [p for p in aside.parent.rglob("*") if p.is_file()]
+    logger.warning(
+        "Moved local %s aside to %s: %s. %s holds %d folders (%.2f GB): delete them once looked at.",
+        folder.name, aside, why, aside.parent,
+        sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
+    )  # fmt: skip
+    return aside
+
+
 class CorruptCheckpoint(CheckpointError):
     """A downloaded checkpoint does not match its manifest."""
 
@@ -47,7 +73,8 @@ def download_checkpoint(
     Args:
         store: Where the checkpoint is.
         ckpt: A complete checkpoint from :func:`scan_remote`.
-        dest: Final local folder; replaced if it exists.
+        dest: Final local folder. One already there is used as it is when it verifies against this manifest,
+            and otherwise moved aside (:func:`move_aside`) once the download has verified.
         training_state: Also download optimizer, scheduler and RNG state (needed to resume, not to evaluate).
 
     Raises:
@@ -58,6 +85,9 @@ def download_checkpoint(
         rel: e for rel, e in ckpt.manifest["files"].items() if training_state or not is_training_state(rel)
     }
     manifest = {**ckpt.manifest, "files": files}
+    if dest.exists() and _holds(dest, manifest):
+        logger.info("%s already holds %s, verified: not downloaded again", dest, store.child_uri(ckpt.name))
+        return dest
     tmp = dest.parent / f".{dest.name}.download-{uuid.uuid4().hex[:8]}"
     try:
         with tqdm(
@@ -81,10 +111,14 @@ def download_checkpoint(
             raise CorruptCheckpoint(f"{store.child_uri(ckpt.name)} is corrupt: {'; '.join(problems)}")
         (tmp / MANIFEST_NAME).write_bytes(manifest_bytes(manifest))
         if dest.exists():
-            old = dest.parent / f".{dest.name}.replaced-{uuid.uuid4().hex[:8]}"
-            dest.rename(old)
-            shutil.rmtree(old)
+            move_aside(dest, f"replaced by {store.child_uri(ckpt.name)}, downloaded and verified")
         tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def _holds(folder: Path, manifest: dict) -> bool:
+    """Whether a local folder is a verified copy of the checkpoint this manifest describes."""
+    held, _ = read_local_manifest(folder)
+    return held is not None and same_contents(held, manifest) and not verify_folder(folder, manifest)

@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
-from callbacks.download import CorruptCheckpoint, clear_download_leftovers, download_checkpoint
+from callbacks.download import (
+    SYNC_DIR,
+    CorruptCheckpoint,
+    clear_download_leftovers,
+    download_checkpoint,
+    move_aside,
+)
 from callbacks.errors import CheckpointError
 from callbacks.manifest import (
     MANIFEST_NAME,
@@ -28,7 +34,6 @@ from callbacks.manifest import (
 )
 from callbacks.publish import RunInfo, publish_local
 from callbacks.remote import (
-    QUARANTINE,
     RemoteCheckpoint,
     delete_checkpoint,
     open_source,
@@ -39,7 +44,6 @@ from callbacks.stores import Store, is_remote
 from common.suggestions import did_you_mean
 
 logger = logging.getLogger(__name__)
-SYNC_DIR = ".checkpoint_sync"  # inside output_dir: run marker and staging copies
 
 
 @dataclass
@@ -270,20 +274,7 @@ class Resolver:
                     "Moved %s aside to %s: %s", c.name, self.store.child_uri(aside), "; ".join(c.problems)
                 )
             elif isinstance(c, LocalCheckpoint):
-                aside = (
-                    self.output_dir
-                    / SYNC_DIR
-                    / QUARANTINE
-                    / f"{c.folder.name}-{time.strftime('%Y%m%dT%H%M%SZ')}"
-                )
-                aside.parent.mkdir(parents=True, exist_ok=True)
-                c.folder.rename(aside)
-                held = [p for p in aside.parent.rglob("*") if p.is_file()]
-                logger.warning(
-                    "Moved local %s aside to %s: %s. %s holds %d folders (%.2f GB): delete them once looked at.",
-                    c.folder.name, aside, "; ".join(c.problems), aside.parent,
-                    sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
-                )  # fmt: skip
+                move_aside(c.folder, "; ".join(c.problems))
             elif delete_checkpoint(self.store, c)[0]:  # what our upload wrote; anything else is moved aside
                 logger.warning(
                     "Deleted %s (an incomplete upload, never resumable)", self.store.child_uri(c.name)

@@ -1,0 +1,55 @@
+"""What a launch may do to the output folder: a local checkpoint-N folder is moved aside, never deleted, when a
+download or a fresh start takes its place, and a verified copy is not downloaded again."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+from _callbacks_helpers import commit, prepare
+
+from callbacks.download import download_checkpoint
+from callbacks.manifest import seal_checkpoint
+from callbacks.remote import scan_remote
+from callbacks.resume import SYNC_DIR
+
+
+def test_a_download_over_a_local_checkpoint_folder_moves_it_aside(target, tmp_path, caplog):
+    uri, endpoint, store = target
+    source = commit(store, tmp_path, 4)
+    out = tmp_path / "out"
+    mine = out / "checkpoint-4"  # no manifest: a crashed save, or a folder of the user's
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("my own notes")
+    caplog.set_level(logging.INFO)
+
+    plan = prepare(out, uri, endpoint)
+
+    assert plan.resume_from == str(out / "checkpoint-4")
+    assert (mine / "optimizer.pt").read_bytes() == (source / "optimizer.pt").read_bytes()
+    [aside] = (out / SYNC_DIR / "quarantine").iterdir()
+    assert aside.name.startswith("checkpoint-4-") and (aside / "notes.txt").read_text() == "my own notes"
+    assert (
+        f"Moved local checkpoint-4 aside to {aside}: replaced by {store.child_uri('checkpoint-4')}"
+        in caplog.text
+    )
+
+
+def test_a_verified_local_copy_is_not_downloaded_again(target, tmp_path, caplog):
+    _, _, store = target
+    source = commit(store, tmp_path, 4)
+    dest = tmp_path / "out" / "checkpoint-4"
+    shutil.copytree(source, dest)
+    (dest / "recipe.yaml").write_text("r: 1\n")  # as the commit uploaded it
+    seal_checkpoint(dest, step=4, recipe_name="tiny", run_id="r1", world_size=1)
+    (dest / "notes.txt").write_text("mine")  # not in the manifest: a copy that verifies may hold more
+    caplog.set_level(logging.INFO)
+    [ckpt] = scan_remote(store)
+
+    assert download_checkpoint(store, ckpt, dest) == dest
+
+    assert (dest / "notes.txt").read_text() == "mine" and not (tmp_path / "out" / SYNC_DIR).exists()
+    assert (
+        f"{dest} already holds {store.child_uri('checkpoint-4')}, verified: not downloaded again"
+        in caplog.text
+    )
