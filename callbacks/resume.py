@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +133,8 @@ class Resolver:
         return chosen, self.run.run_id
 
     def _refuse_or_clear(self, taken: list, why: str) -> None:
-        """Refuse to write over another run's checkpoints unless ``overwrite: true``, which deletes them."""
+        """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: deleted
+        from the store (only what the project wrote), moved aside on local disk."""
         if not taken:
             return
         runs = {c.run_id for c in taken if isinstance(c, RemoteCheckpoint)}
@@ -154,17 +154,16 @@ class Resolver:
                 "checkpoint.overwrite=true; or choose another checkpoint.uri or trainer.output_dir."
             )
         logger.warning(
-            "checkpoint.overwrite=true: deleting %s (run %s) for %s", _names(taken), ", ".join(runs), why
+            "checkpoint.overwrite=true: clearing %s (run %s) for %s", _names(taken), ", ".join(runs), why
         )
-        self._delete(taken)
-
-    def _delete(self, checkpoints: list) -> None:
-        for c in checkpoints:
+        for (
+            c
+        ) in taken:  # the store's files of ours are deleted; a local folder may hold the user's: moved aside
             if isinstance(c, RemoteCheckpoint):
                 delete_checkpoint(self.store, c)
                 self.remote.remove(c)
             else:
-                shutil.rmtree(c.folder)
+                move_aside(c.folder, f"checkpoint.overwrite=true for {why}")
                 self.local.remove(c)
 
     def _latest(self) -> Path | None:

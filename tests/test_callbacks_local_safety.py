@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import shutil
 
-from _callbacks_helpers import commit, prepare
+from _callbacks_helpers import commit, make_checkpoint, prepare
 
 from callbacks.download import download_checkpoint
 from callbacks.manifest import seal_checkpoint
@@ -51,5 +51,22 @@ def test_a_verified_local_copy_is_not_downloaded_again(target, tmp_path, caplog)
     assert (dest / "notes.txt").read_text() == "mine" and not (tmp_path / "out" / SYNC_DIR).exists()
     assert (
         f"{dest} already holds {store.child_uri('checkpoint-4')}, verified: not downloaded again"
+        in caplog.text
+    )
+
+
+def test_overwrite_moves_the_local_checkpoints_aside_never_deletes_them(tmp_path, caplog):
+    out = tmp_path / "out"
+    old = make_checkpoint(out, 2)
+    seal_checkpoint(old, step=2, recipe_name="tiny", run_id="r0", world_size=1)
+    (old / "notes.txt").write_text("my own notes")  # dropped into the old run's checkpoint
+
+    plan = prepare(out, None, resume="never", overwrite=True)
+
+    assert plan.resume_from is None and not old.exists()
+    [aside] = (out / SYNC_DIR / "quarantine").iterdir()
+    assert aside.name.startswith("checkpoint-2-") and (aside / "notes.txt").read_text() == "my own notes"
+    assert (
+        f"Moved local checkpoint-2 aside to {aside}: checkpoint.overwrite=true for resume: never"
         in caplog.text
     )
