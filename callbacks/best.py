@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from callbacks.errors import CheckpointError
+from callbacks.local import read_marker
 from callbacks.manifest import checkpoint_step
 from callbacks.remote import RemoteCheckpoint, scan_readable
 from callbacks.stores import FolderStore, Store, open_store
@@ -154,8 +155,6 @@ def resolve_best(location: str, endpoint_url: str | None = None) -> tuple[Store,
     store = open_store(run, endpoint_url if run.startswith("s3://") else None)
     pointer = read_best_pointer(store)
     if pointer is None:
-        from callbacks.resume import read_marker  # resume reads pointers: imported here, not at the top
-
         synced = read_marker(Path(run), "uri") if isinstance(store, FolderStore) else None
         raise CheckpointError(
             f"{store.uri} has no best pointer: "

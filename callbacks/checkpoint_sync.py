@@ -18,16 +18,18 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from callbacks.errors import CheckpointError
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lease import RemoteLease
+from callbacks.local import SYNC_DIR
 from callbacks.lock import LOCK_NAME, OutputLock
 from callbacks.machines import Machine, join_machines
 from callbacks.publish import RunInfo
-from callbacks.resume import SYNC_DIR, Resolver
+from callbacks.resume import Resolver
 from callbacks.seal import SealCallback, partial_state
 from callbacks.settings import CheckpointSettings
 from callbacks.stores import open_store
@@ -87,6 +89,7 @@ def prepare_checkpointing(
     output_dir: str,
     recipe_name: str,
     recipe_yaml: str,
+    vet_recipe: Callable[[str], str | None] | None = None,
     **settings,
 ) -> CheckpointPlan:
     """Check the storage, pick the checkpoint to resume from (downloading it), and build the sync callback.
@@ -95,6 +98,9 @@ def prepare_checkpointing(
         output_dir: The trainer's output_dir, where checkpoint-N folders are written.
         recipe_name: Recorded in every manifest.
         recipe_yaml: The resolved recipe, uploaded with every checkpoint as recipe.yaml.
+        vet_recipe: With ``resume: latest``, given the recipe.yaml of the run it would continue; returns why that
+            run may not be continued with this recipe (None: it may). Asked before anything is downloaded or
+            written; its answer is raised as a CheckpointError.
         **settings: The ``checkpoint:`` section's keys (``CheckpointSettings``, which holds their defaults):
             uri: None (local checkpoints only), ``s3://bucket/prefix``, ``file:///folder`` or a folder path.
             every_steps: Save interval; the caller sets the trainer's save_steps to it.
@@ -137,7 +143,12 @@ def prepare_checkpointing(
             shutil.rmtree(output_dir / SYNC_DIR / "staging", ignore_errors=True)
             run = RunInfo(recipe_name, recipe_yaml, run_id or "", keep_last)
             resolver = Resolver(
-                store=store, output_dir=output_dir, run=run, overwrite=overwrite, endpoint_url=endpoint_url
+                store=store,
+                output_dir=output_dir,
+                run=run,
+                overwrite=overwrite,
+                endpoint_url=endpoint_url,
+                vet_recipe=vet_recipe,
             )
             chosen, effective_run = resolver.resolve(resume, run_id)
             outcome = (str(chosen) if chosen else None, effective_run, lock.path.read_text())

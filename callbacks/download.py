@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import time
 import uuid
 from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from callbacks.errors import CheckpointError
+from callbacks.local import move_aside
 from callbacks.manifest import (
     MANIFEST_NAME,
     manifest_bytes,
@@ -19,11 +19,10 @@ from callbacks.manifest import (
     same_contents,
     verify_folder,
 )
-from callbacks.remote import QUARANTINE, RemoteCheckpoint, is_training_state
+from callbacks.remote import RemoteCheckpoint, is_training_state
 from callbacks.stores import Store
 
 logger = logging.getLogger(__name__)
-SYNC_DIR = ".checkpoint_sync"  # inside output_dir: run marker, staging copies, quarantine
 # download_checkpoint's temporaries beside ``dest``, by their exact names: what a kill mid-download leaves.
 _DOWNLOAD_TEMPORARY = re.compile(r"^\.checkpoint-\d+\.download-[0-9a-f]{8}$")
 
@@ -41,24 +40,6 @@ def clear_download_leftovers(folder: Path) -> list[str]:
             "Removed %s in %s, left by a download that was killed", ", ".join(p.name for p in found), folder
         )
     return [p.name for p in found]
-
-
-def move_aside(folder: Path, why: str) -> Path:
-    """Move a local folder this launch will not use to ``.checkpoint_sync/quarantine/`` beside it; returns where.
-
-    Never deleted: a ``checkpoint-N`` folder may hold the user's files, and a local move costs nothing.
-    """
-    stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:4]}"
-    aside = folder.parent / SYNC_DIR / QUARANTINE / f"{folder.name}-{stamp}"
-    aside.parent.mkdir(parents=True, exist_ok=True)
-    folder.rename(aside)
-    held = [p for p in aside.parent.rglob("*") if p.is_file()]
-    logger.warning(
-        "Moved local %s aside to %s: %s. %s holds %d folders (%.2f GB): delete them once looked at.",
-        folder.name, aside, why, aside.parent,
-        sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
-    )  # fmt: skip
-    return aside
 
 
 class CorruptCheckpoint(CheckpointError):

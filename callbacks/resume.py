@@ -8,30 +8,31 @@ already holds checkpoints is refused unless ``overwrite: true``.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
-import os
 import secrets
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
-from callbacks.download import (
-    SYNC_DIR,
-    CorruptCheckpoint,
-    clear_download_leftovers,
-    download_checkpoint,
-    move_aside,
-)
+from callbacks.download import CorruptCheckpoint, clear_download_leftovers, download_checkpoint
 from callbacks.errors import CheckpointError
+from callbacks.local import (
+    SYNC_DIR,
+    LocalCheckpoint,
+    move_aside,
+    read_marker,
+    scan_local,
+    write_marker,
+)
 from callbacks.manifest import (
     MANIFEST_NAME,
     checkpoint_step,
     local_checkpoint_problems,
     read_local_manifest,
 )
-from callbacks.publish import RunInfo, publish_local
+from callbacks.publish import RECIPE_FILE, RunInfo, publish_local
 from callbacks.remote import (
     RemoteCheckpoint,
     delete_checkpoint,
@@ -45,39 +46,8 @@ from common.suggestions import did_you_mean
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class LocalCheckpoint:
-    folder: Path
-    step: int
-    problems: list[str] = field(default_factory=list)
-
-
-def scan_local(folder: Path) -> list[LocalCheckpoint]:
-    """The ``checkpoint-N`` folders directly under ``folder``, newest first, with why each cannot be resumed."""
-    found = [
-        LocalCheckpoint(p, step, local_checkpoint_problems(p))
-        for p in (folder.iterdir() if folder.is_dir() else [])
-        if (step := checkpoint_step(p.name)) is not None and p.is_dir()
-    ]
-    return sorted(found, key=lambda c: c.step, reverse=True)
-
-
 def new_run_id(recipe_name: str) -> str:
     return f"{recipe_name}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(2)}"
-
-
-def read_marker(output_dir: Path, field: str = "run_id") -> str | None:
-    """The run id that wrote the checkpoints in ``output_dir`` (or the ``uri`` of its store), if recorded."""
-    path = output_dir / SYNC_DIR / "run.json"
-    return json.loads(path.read_text()).get(field) if path.is_file() else None
-
-
-def write_marker(output_dir: Path, run_id: str, uri: str | None) -> None:
-    path = output_dir / SYNC_DIR / "run.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(".run.json.tmp")
-    tmp.write_text(json.dumps({"run_id": run_id, "uri": uri}))
-    os.replace(tmp, path)
 
 
 def _names(checkpoints) -> str:
@@ -96,9 +66,10 @@ class Resolver:
         run: RunInfo,
         overwrite: bool,
         endpoint_url: str | None,
+        vet_recipe: Callable[[str], str | None] | None = None,
     ):
         self.store, self.output_dir, self.run = store, output_dir, run
-        self.overwrite, self.endpoint_url = overwrite, endpoint_url
+        self.overwrite, self.endpoint_url, self.vet_recipe = overwrite, endpoint_url, vet_recipe
         # What a killed launch left half-written; this launch holds the output folder's lock and the store's lease.
         clear_download_leftovers(output_dir)
         if store:
@@ -117,6 +88,8 @@ class Resolver:
         else:
             chosen, source_run = self._explicit(resume)
         self.run.run_id = run_id or source_run or new_run_id(self.run.recipe_name)
+        if resume == "latest":
+            self._vet_continued_recipe()
         foreign = [c for c in self.remote if c.manifest and c.run_id != self.run.run_id]
         self._refuse_or_clear(foreign, f"run id {self.run.run_id!r}")
         marker = read_marker(self.output_dir)
@@ -131,6 +104,28 @@ class Resolver:
         )
         write_marker(self.output_dir, self.run.run_id, self.store.uri if self.store else None)
         return chosen, self.run.run_id
+
+    def _vet_continued_recipe(self) -> None:
+        """Refuse, before anything is downloaded or written, when ``vet_recipe`` refuses the recipe of the newest
+        checkpoint ``resume: latest`` would continue: the store's recipe.yaml (read alone, and used only when it
+        matches its manifest; a damaged copy is skipped at the download), or a local one's, else the output
+        folder's."""
+        marker = read_marker(self.output_dir)
+        local = next((c for c in self.local if not c.problems and marker in (None, self.run.run_id)), None)
+        floor = local.step if local else -1
+        remote = next((c for c in self.remote if c.complete and c.run_id == self.run.run_id), None)
+        saved = None
+        if remote and remote.step > floor:
+            data = self.store.read_bytes(f"{remote.name}/{RECIPE_FILE}") or b""
+            if hashlib.sha256(data).hexdigest() == remote.manifest["files"].get(RECIPE_FILE, {}).get(
+                "sha256"
+            ):
+                saved = data.decode()
+        elif local:
+            files = (local.folder / RECIPE_FILE, self.output_dir / RECIPE_FILE)
+            saved = next((p.read_text(encoding="utf-8") for p in files if p.is_file()), None)
+        if saved and self.vet_recipe and (refusal := self.vet_recipe(saved)):
+            raise CheckpointError(refusal)
 
     def _refuse_or_clear(self, taken: list, why: str) -> None:
         """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: deleted

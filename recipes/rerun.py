@@ -81,31 +81,29 @@ def saved_recipe_file(checkpoint: Path, output_dir: Path) -> Path | None:
     return next((p for p in (checkpoint / "recipe.yaml", output_dir / "recipe.yaml") if p.is_file()), None)
 
 
-def _saved_recipe(checkpoint: Path, output_dir: Path) -> dict | None:
-    path = saved_recipe_file(checkpoint, output_dir)
-    return yaml.safe_load(path.read_text(encoding="utf-8")) if path else None
+def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
+    """Why ``resume: latest`` may not continue a run made with ``saved_yaml`` (its recipe.yaml): the keys this
+    recipe changes, and where to start a new run instead; None when it may. ``prepare_checkpointing`` asks it
+    (``vet_recipe``) before anything is downloaded or written.
+    """
+    changed = changed_keys(yaml.safe_load(saved_yaml) or {}, yaml.safe_load(recipe.to_yaml()))
+    if not changed:
+        return None
+    uri, output_dir = recipe.config["checkpoint"]["uri"], recipe.config["trainer"]["output_dir"]
+    fresh = f"trainer.output_dir={output_dir}-2" + (f" checkpoint.uri={uri.rstrip('/')}-2" if uri else "")
+    where = uri or output_dir  # with a store, the run resumed is the store's, whatever is on this disk
+    return (
+        f"{where} holds a run made with a different recipe ({'; '.join(changed)}), and "
+        f"checkpoint.resume=latest would continue it. Rerun with the recipe it was made with, or start a "
+        f"new run elsewhere: {fresh}"
+    )
 
 
 def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
-    """The step a resumed run already finished at (None: it has training left, or nothing is resumed).
-
-    Raises:
-        RecipeError: ``resume: latest`` found a run made with a different recipe; names the changed keys.
-    """
+    """The step a resumed run already finished at (None: it has training left, or nothing is resumed)."""
     if not resume_from or recipe.config["checkpoint"]["resume"] != "latest":
         return None  # an explicit checkpoint is the user's deliberate choice, whatever recipe made it
-    checkpoint, output_dir = Path(resume_from), Path(recipe.config["trainer"]["output_dir"])
-    before = _saved_recipe(checkpoint, output_dir)
-    changed = changed_keys(before, yaml.safe_load(recipe.to_yaml())) if before else []
-    if changed:
-        uri = recipe.config["checkpoint"]["uri"]
-        fresh = f"trainer.output_dir={output_dir}-2" + (f" checkpoint.uri={uri.rstrip('/')}-2" if uri else "")
-        where = uri or output_dir  # with a store, the run resumed is the store's, whatever is on this disk
-        raise RecipeError(
-            f"{where} holds a run made with a different recipe ({'; '.join(changed)}), and "
-            f"checkpoint.resume=latest would continue it. Rerun with the recipe it was made with, or start a "
-            f"new run elsewhere: {fresh}"
-        )
+    checkpoint = Path(resume_from)
     step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
     return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None
 
@@ -146,7 +144,7 @@ def output_folder_refusal(recipe: Recipe) -> str | None:
     """
     from urllib.parse import urlparse
 
-    from callbacks.resume import SYNC_DIR
+    from callbacks.local import SYNC_DIR
 
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     theirs = [name for name in RUN_WRITES if (output_dir / name).exists()]

@@ -19,6 +19,7 @@ import logging
 import os
 import sys
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
@@ -122,6 +123,7 @@ def train(recipe) -> Path:
     from recipes.model_card import model_card
     from recipes.rerun import (
         STATE_NAME,
+        changed_recipe_refusal,
         check_process_count,
         finished_step,
         keep_final_adapter,
@@ -165,6 +167,7 @@ def train(recipe) -> Path:
         output_dir=str(output_dir),
         recipe_name=recipe.name,
         recipe_yaml=recipe.to_yaml(),
+        vet_recipe=partial(changed_recipe_refusal, recipe),
         **recipe.config["checkpoint"],
     )
     try:

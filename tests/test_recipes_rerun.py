@@ -215,23 +215,38 @@ def test_a_token_saved_by_an_earlier_version_is_neither_printed_nor_blocks_the_r
     assert changed_keys(saved, now) == []
 
 
-def test_a_changed_recipe_resumed_from_a_store_names_the_store(tmp_path):
+def test_a_changed_recipe_resumed_from_a_store_names_the_store():
     """A new output folder resuming a store's run: the store holds that run, not the (new, empty) folder."""
-    from recipes.rerun import finished_step
+    from recipes.rerun import changed_recipe_refusal
 
-    checkpoint = tmp_path / "new" / "checkpoint-2"  # downloaded from the store
-    checkpoint.mkdir(parents=True)
-    (checkpoint / "recipe.yaml").write_text(
-        load_recipe("gsm8k_tiny", ["trainer.learning_rate=0.5"]).to_yaml()
+    made = load_recipe("gsm8k_tiny", ["trainer.learning_rate=0.5"]).to_yaml()
+    recipe = load_recipe("gsm8k_tiny", ["trainer.output_dir=new", "checkpoint.uri=s3://b/runs/x"])
+    assert re.match(
+        r"^s3://b/runs/x holds a run made with a different recipe \(trainer.learning_rate: 0.5",
+        changed_recipe_refusal(recipe, made),
     )
+    assert changed_recipe_refusal(recipe, recipe.to_yaml()) is None
+
+
+def test_a_changed_recipe_is_refused_before_the_stores_checkpoint_is_downloaded(tmp_path):
+    """Before, the store's checkpoint was downloaded and the run marker written, and only then the launch refused."""
+    from _callbacks_helpers import make_checkpoint
+
+    from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+    from callbacks.stores import FolderStore
+    from common.errors import UserError
+    from recipes.run import train
+
+    made = load_recipe("gsm8k_tiny", ["trainer.learning_rate=0.5", *ARGS]).to_yaml()
+    staged = stage_checkpoint(make_checkpoint(tmp_path / "src", 2), tmp_path / "staging", made)
+    publish_staged(FolderStore(tmp_path / "drive"), staged, 2, RunInfo("gsm8k_tiny", made, "r1"))
+    out = tmp_path / "new"
     recipe = load_recipe(
-        "gsm8k_tiny", [f"trainer.output_dir={tmp_path / 'new'}", "checkpoint.uri=s3://b/runs/x"]
+        "gsm8k_tiny", [f"trainer.output_dir={out}", f"checkpoint.uri={tmp_path / 'drive'}", *ARGS]
     )
-    with pytest.raises(
-        RecipeError,
-        match=r"^s3://b/runs/x holds a run made with a different recipe \(trainer.learning_rate: 0.5",
-    ):
-        finished_step(recipe, str(checkpoint))
+    with pytest.raises(UserError, match=r"a different recipe \(trainer.learning_rate: 0.5 -> [^;]*\), and"):
+        train(recipe)
+    assert not out.exists()  # nothing downloaded, no run marker, no recipe.yaml
 
 
 def test_a_resume_with_another_number_of_processes_is_said_or_under_deepspeed_refused(

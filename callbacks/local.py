@@ -1,0 +1,67 @@
+"""The output folder's side of checkpointing: its ``checkpoint-N`` folders, the run marker, and the quarantine that
+folders a launch will not use are moved to (never deleted: one may hold the user's files)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from callbacks.manifest import checkpoint_step, local_checkpoint_problems
+from callbacks.remote import QUARANTINE
+
+logger = logging.getLogger(__name__)
+SYNC_DIR = ".checkpoint_sync"  # inside output_dir: run marker, staging copies, quarantine
+
+
+@dataclass
+class LocalCheckpoint:
+    folder: Path
+    step: int
+    problems: list[str] = field(default_factory=list)
+
+
+def scan_local(folder: Path) -> list[LocalCheckpoint]:
+    """The ``checkpoint-N`` folders directly under ``folder``, newest first, with why each cannot be resumed."""
+    found = [
+        LocalCheckpoint(p, step, local_checkpoint_problems(p))
+        for p in (folder.iterdir() if folder.is_dir() else [])
+        if (step := checkpoint_step(p.name)) is not None and p.is_dir()
+    ]
+    return sorted(found, key=lambda c: c.step, reverse=True)
+
+
+def read_marker(output_dir: Path, field: str = "run_id") -> str | None:
+    """The run id that wrote the checkpoints in ``output_dir`` (or the ``uri`` of its store), if recorded."""
+    path = output_dir / SYNC_DIR / "run.json"
+    return json.loads(path.read_text()).get(field) if path.is_file() else None
+
+
+def write_marker(output_dir: Path, run_id: str, uri: str | None) -> None:
+    path = output_dir / SYNC_DIR / "run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(".run.json.tmp")
+    tmp.write_text(json.dumps({"run_id": run_id, "uri": uri}))
+    os.replace(tmp, path)
+
+
+def move_aside(folder: Path, why: str) -> Path:
+    """Move a local folder this launch will not use to ``.checkpoint_sync/quarantine/`` beside it; returns where.
+
+    Never deleted: a ``checkpoint-N`` folder may hold the user's files, and a local move costs nothing.
+    """
+    stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:4]}"
+    aside = folder.parent / SYNC_DIR / QUARANTINE / f"{folder.name}-{stamp}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    folder.rename(aside)
+    held = [p for p in aside.parent.rglob("*") if p.is_file()]
+    logger.warning(
+        "Moved local %s aside to %s: %s. %s holds %d folders (%.2f GB): delete them once looked at.",
+        folder.name, aside, why, aside.parent,
+        sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
+    )  # fmt: skip
+    return aside
