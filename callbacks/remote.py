@@ -204,6 +204,13 @@ def commit_checkpoint(
         _repair(store, folder, name, manifest, existing, others)
         return False
     earlier = _marked(store, name, existing)  # what an unfinished upload of ours left here
+    ours = written_by_us(store, RemoteCheckpoint(name, manifest["step"], existing))
+    if theirs := {rel: existing[rel] for rel in manifest["files"] if rel in existing and rel not in ours}:
+        aside = quarantine_checkpoint(store, RemoteCheckpoint(name, manifest["step"], theirs))
+        logger.warning(
+            "%s holds %s, not written by this project, where this upload writes: moved aside to %s, not overwritten",
+            store.child_uri(name), ", ".join(sorted(theirs)), store.child_uri(aside),
+        )  # fmt: skip
     marker = {"run_id": manifest["run_id"], "files": sorted(earlier | set(manifest["files"]))}
     store.write_bytes(f"{name}/{UPLOAD_MARKER}", json.dumps(marker).encode())
     total = sum(entry["size"] for entry in manifest["files"].values())

@@ -144,3 +144,25 @@ def test_temporaries_a_kill_left_are_cleared_at_the_next_launch_and_nothing_else
     assert not download.exists() and not killed_copy.exists() and not (drive.root / "checkpoint-4").exists()
     assert all(path.read_text() == "not ours" for path in theirs)
     assert list(out.glob(".checkpoint-*.download-*")) == [out / ".checkpoint-2.download-mine"]
+
+
+def test_a_file_of_the_users_where_an_upload_writes_is_moved_aside_not_overwritten(target, tmp_path, caplog):
+    _, _, store = target
+    put(
+        store, tmp_path, "checkpoint-4/adapter_config.json", "my config"
+    )  # named like a file the commit writes
+
+    source = commit(store, tmp_path, 4)
+
+    [ckpt] = scan_remote(store)
+    assert (
+        ckpt.complete
+        and store.read_bytes("checkpoint-4/adapter_config.json")
+        == (source / "adapter_config.json").read_bytes()
+    )
+    [(key, data)] = [(k, store.read_bytes(k)) for k in store.list("quarantine")]
+    assert key.endswith("/adapter_config.json") and data == b"my config"
+    assert (
+        f"{store.child_uri('checkpoint-4')} holds adapter_config.json, not written by this project, where this "
+        f"upload writes: moved aside to {store.child_uri(key.rsplit('/', 1)[0])}" in caplog.text
+    )
