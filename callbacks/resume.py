@@ -197,6 +197,9 @@ class Resolver:
                 "Local %s is good, but %s is not (%s): uploading it again",
                 best_local.folder, self.store.child_uri(same.name), "; ".join(same.problems),
             )  # fmt: skip
+            if MANIFEST_NAME in same.files and same.manifest is None:  # unreadable: no commit can match it
+                aside = quarantine_checkpoint(self.store, same)
+                logger.warning("Moved %s aside to %s", same.name, self.store.child_uri(aside))
         if self.store and (same is None or same.problems):
             publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
         return best_local.folder

@@ -166,3 +166,27 @@ def test_a_file_of_the_users_where_an_upload_writes_is_moved_aside_not_overwritt
         f"{store.child_uri('checkpoint-4')} holds adapter_config.json, not written by this project, where this "
         f"upload writes: moved aside to {store.child_uri(key.rsplit('/', 1)[0])}" in caplog.text
     )
+
+
+def test_a_damaged_manifest_over_a_good_local_copy_is_moved_aside_and_committed_again(
+    target, tmp_path, caplog
+):
+    """Before, the relaunch was refused: the commit would not write over a manifest it could not read."""
+    uri, endpoint, store = target
+    source = commit(store, tmp_path, 6)
+    out = tmp_path / "out"
+    write_marker(out, "r1", uri)
+    seal_checkpoint(
+        shutil.copytree(source, out / "checkpoint-6"), step=6, recipe_name="tiny", run_id="r1", world_size=1
+    )
+    manifest = store.read_bytes(f"checkpoint-6/{MANIFEST_NAME}")
+    store.write_bytes(f"checkpoint-6/{MANIFEST_NAME}", manifest[:100])  # not valid JSON
+
+    plan = prepare(out, uri, endpoint)
+
+    assert plan.resume_from == str(out / "checkpoint-6")
+    [ckpt] = scan_remote(store)
+    assert ckpt.complete and ckpt.run_id == "r1"
+    aside = next(k for k in store.list("quarantine") if k.endswith(MANIFEST_NAME))
+    assert store.read_bytes(aside) == manifest[:100]  # the evidence
+    assert f"Moved checkpoint-6 aside to {store.child_uri(aside.rsplit('/', 1)[0])}" in caplog.text
