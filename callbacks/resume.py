@@ -34,6 +34,7 @@ from callbacks.manifest import (
 )
 from callbacks.publish import RECIPE_FILE, RunInfo, publish_local
 from callbacks.remote import (
+    QUARANTINE,
     RemoteCheckpoint,
     delete_checkpoint,
     open_source,
@@ -144,16 +145,16 @@ class Resolver:
             raise CheckpointError(
                 f"{why}, but {' and '.join(places)} already has checkpoints of run {', '.join(runs)} "
                 f"({_names(taken)}). "
-                "To continue that run, use checkpoint.resume=latest (and no other run_id); to delete them "
-                f"and {'go on from there' if why.startswith('resuming at') else 'start over'}, set "
+                "To continue that run, use checkpoint.resume=latest (and no other run_id); to clear them (the "
+                f"store's are deleted, the output folder's moved to {SYNC_DIR}/{QUARANTINE}/) and "
+                f"{'go on from there' if why.startswith('resuming at') else 'start over'}, set "
                 "checkpoint.overwrite=true; or choose another checkpoint.uri or trainer.output_dir."
             )
         logger.warning(
             "checkpoint.overwrite=true: clearing %s (run %s) for %s", _names(taken), ", ".join(runs), why
         )
-        for (
-            c
-        ) in taken:  # the store's files of ours are deleted; a local folder may hold the user's: moved aside
+        # The store's files of ours are deleted; a local folder may hold the user's: moved aside.
+        for c in taken:
             if isinstance(c, RemoteCheckpoint):
                 delete_checkpoint(self.store, c)
                 self.remote.remove(c)

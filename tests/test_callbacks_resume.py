@@ -154,7 +154,7 @@ def test_explicit_uri_resumes_that_checkpoint_and_rewinding_needs_overwrite(s3_t
     with pytest.raises(
         CheckpointError,
         match=r"resuming at step 2, but s3://\S+/run already has checkpoints of run r1 \(checkpoint-4\)\. .*"
-        r"to delete them and go on from there, set checkpoint.overwrite=true",  # a rewind, not a fresh start
+        r"to clear them \(.*\) and go on from there, set checkpoint.overwrite=true",  # a rewind, not a fresh start
     ):
         prepare(tmp_path / "rewind", uri, endpoint, resume=f"{uri}/checkpoint-2")
     prepare(tmp_path / "rewind", uri, endpoint, resume=f"{uri}/checkpoint-2", overwrite=True)
