@@ -41,6 +41,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: import the project, not the modules beside this file
     sys.path[0] = str(Path(__file__).resolve().parent.parent)
 
+from common.cli import positive
 from common.errors import exit_status
 from common.logs import log_to_stderr
 from recipes.evaluation import generation
@@ -230,13 +231,6 @@ def evaluate(
                 done.update({(r["id"], r["sample"]): r for r in new})
                 progress.update(len(new))
     return Evaluation(out, [done[(ids[q], k)] for q, k in units], len(ids), decoding)
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from common.cli import non_negative, positive
 from stats._io import IMAGE_SUFFIXES, check_output_path
 from stats.analysis import compare_models
 from stats.groups import compare_groups, group_labels
@@ -27,20 +28,6 @@ from stats.settings import check_same_decoding
 from stats.swaps import write_swaps
 
 logger = logging.getLogger("stats.compare")
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,16 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--swaps", metavar="FILE.md", help="write the swap-in / swap-out report (Markdown)")
     parser.add_argument(
         "--examples",
-        type=_non_negative,
+        type=non_negative,
         default=3,
         help="both-right / both-wrong examples in --swaps (default 3)",
     )
     parser.add_argument(
-        "--seed", type=_non_negative, default=0, help="seed of the sign-flip Monte Carlo fallback (default 0)"
+        "--seed", type=non_negative, default=0, help="seed of the sign-flip Monte Carlo fallback (default 0)"
     )
     parser.add_argument(
         "--resamples",
-        type=_positive,
+        type=positive,
         default=100_000,
         help="random sign assignments when exact enumeration is too large (default 100000)",
     )
