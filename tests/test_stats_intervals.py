@@ -6,7 +6,7 @@ import pytest
 from _stats_helpers import outcomes_from_counts, run_compare, write_records
 from statsmodels.stats.proportion import proportion_confint
 
-from stats.intervals import accuracy_interval
+from stats.intervals import accuracy_interval, effective_samples, wilson
 
 
 def test_a_low_accuracy_interval_stays_above_zero_and_says_it_is_wilson(capsys, tmp_path):
@@ -43,3 +43,29 @@ def test_samples_of_one_question_are_worth_less_than_independent_ones():
     assert clustered == pytest.approx(proportion_confint(5, 20, method="wilson"), rel=0.05)
     mixed = accuracy_interval([(1, 5)] * 5 + [(2, 5)] * 5 + [(0, 5)] * 10)  # samples of a question disagree
     assert mixed[1] - mixed[0] < clustered[1] - clustered[0]
+
+
+@pytest.mark.parametrize(
+    ("counts", "n_eff", "right"),
+    [
+        ([(1, 4), (3, 4)], 4, 2),  # two questions: p(1-p) / V = 0.25 / 0.0625 samples' worth
+        ([(2, 4)] * 3, 12, 6),  # every question alike but not 0% or 100%: the samples count
+        ([(2, 4), (3, 4)] * 2, 16, 10),  # less spread than independent samples: capped at the 16 samples
+        ([(1, 1), (0, 1), (1, 1)], 3, 2),  # one sample each: Wilson on the questions
+    ],
+)
+def test_the_effective_sample_size_at_its_edges(counts, n_eff, right):
+    assert effective_samples(counts) == pytest.approx(n_eff)
+    assert accuracy_interval(counts) == pytest.approx(proportion_confint(right, n_eff, method="wilson"))
+
+
+def test_confidence_is_passed_through_and_no_questions_have_no_interval():
+    counts = [(3, 5), (1, 5), (4, 5), (2, 5)]
+    n_eff = effective_samples(counts)
+    assert 0 < n_eff < 20
+    assert accuracy_interval(counts, confidence=0.9) == pytest.approx(
+        proportion_confint(0.5 * n_eff, n_eff, alpha=0.1, method="wilson")
+    )
+    assert wilson(0.0, 10) == pytest.approx(proportion_confint(0, 10, method="wilson"))
+    assert wilson(1.0, 10) == pytest.approx(proportion_confint(10, 10, method="wilson"))
+    assert accuracy_interval([]) is None
