@@ -7,14 +7,20 @@ import json
 import pytest
 from _callbacks_helpers import make_checkpoint
 
+from callbacks.errors import CheckpointError
 from callbacks.manifest import (
+    FORMAT,
     MANIFEST_NAME,
     build_manifest,
+    heldout_at,
     local_checkpoint_problems,
     manifest_bytes,
+    manifest_problems,
     parse_manifest,
+    same_contents,
     training_state_problems,
     verify_folder,
+    weight_problems,
 )
 
 
@@ -118,3 +124,100 @@ def test_a_zero_checkpoint_needs_every_ranks_optimizer_shard():
     ]
     files.append("global_step4/bf16_zero_pp_rank_1_mp_rank_00_optim_states.pt")
     assert training_state_problems(files, world_size=2) == []
+
+
+STATE = ["optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth"]
+
+
+def test_weights_are_an_adapter_with_its_config_or_a_full_model():
+    assert weight_problems(["adapter_model.bin", "adapter_config.json"]) == []
+    assert weight_problems(["adapter_model.bin"]) == ["adapter_config.json is missing"]
+    assert weight_problems(["model.safetensors.index.json"]) == weight_problems(["pytorch_model.bin"]) == []
+    assert weight_problems(["adapter_config.json", "optimizer.pt"]) == [
+        "no model weights (adapter_model.safetensors or adapter_model.bin)"
+    ]
+
+
+def test_each_missing_piece_of_training_state_is_named():
+    full = ["model.safetensors", *STATE]
+    assert training_state_problems(full, world_size=1) == []
+    assert training_state_problems([n for n in full if n != "trainer_state.json"], world_size=1) == [
+        "trainer_state.json is missing"
+    ]
+    assert training_state_problems([n for n in full if n != "rng_state.pth"], world_size=1) == [
+        "rng_state.pth is missing"
+    ]
+    # Without a known world size, any rank's RNG state will do; with one process, rng_state.pth itself.
+    ranked = [n for n in full if n != "rng_state.pth"] + ["rng_state_0.pth"]
+    assert training_state_problems(ranked) == []
+    assert training_state_problems(ranked, world_size=1) == ["rng_state.pth is missing"]
+    assert training_state_problems(full, world_size=2) == [
+        "RNG state of 2 processes expected, missing rng_state_0.pth, rng_state_1.pth"
+    ]
+
+
+@pytest.mark.parametrize("optimizer", ["optimizer.bin", "optimizer_0/__0_0.distcp"])
+def test_an_fsdp_optimizer_counts_but_its_scheduler_is_still_needed(optimizer):
+    files = ["model.safetensors", optimizer, "trainer_state.json", "rng_state.pth"]
+    assert training_state_problems([*files, "scheduler.pt"], world_size=1) == []
+    assert training_state_problems(files, world_size=1) == [
+        "scheduler.pt is missing (resuming would restart the learning-rate schedule)"
+    ]
+
+
+def test_a_deepspeed_folder_needs_its_latest_file_and_optimizer_states():
+    files = ["model.safetensors", "trainer_state.json", "rng_state.pth"]
+    shard = "global_step8/bf16_zero_pp_rank_0_mp_rank_00_optim_states.pt"
+    assert training_state_problems([*files, shard], world_size=1)[:2] == [
+        "optimizer.pt is missing (resuming would restart Adam's moments)",
+        "scheduler.pt is missing (resuming would restart the learning-rate schedule)",
+    ]  # no "latest": not a DeepSpeed checkpoint
+    assert training_state_problems([*files, "latest", shard], world_size=1) == []
+
+
+def test_a_manifest_of_another_step_or_an_unreadable_one_is_not_resumable(tmp_path):
+    folder = make_checkpoint(tmp_path, 6)
+    manifest = _manifest(folder, step=5)
+    assert manifest_problems(manifest, 6) == ["manifest says step 5, not 6"]
+    assert manifest_problems({**manifest, "step": 6}, 6) == []
+    (folder / MANIFEST_NAME).write_bytes(manifest_bytes(manifest))
+    assert local_checkpoint_problems(folder) == ["manifest says step 5, not 6"]
+    (folder / MANIFEST_NAME).write_bytes(b'{"format": "other"}')
+    assert local_checkpoint_problems(folder) == [f"{folder / MANIFEST_NAME} is not a {FORMAT} manifest"]
+    assert local_checkpoint_problems(tmp_path / "checkpoint-9") == [
+        f"{tmp_path / 'checkpoint-9'} is not a folder"
+    ]
+    other = tmp_path / "checkpoint-last"
+    other.mkdir()
+    assert local_checkpoint_problems(other) == ["checkpoint-last is not named checkpoint-<step>"]
+
+
+def test_a_manifest_is_usable_only_with_sizes_and_hashes_of_every_file(tmp_path):
+    manifest = _manifest(make_checkpoint(tmp_path, 3))
+    assert parse_manifest(manifest_bytes(manifest), "m.json") == (manifest, None)
+    for files in ([], {"a": {"size": 1}}, {"a": {"size": 1, "sha256": 7}}, {"a": {"sha256": "x"}}):
+        data = json.dumps({**manifest, "files": files}).encode()
+        assert parse_manifest(data, "m.json") == (None, "m.json has no valid file list")
+    assert parse_manifest(b"[1]", "m.json") == (None, f"m.json is not a {FORMAT} manifest")
+    later = {**manifest, "created": "2099-01-01T00:00:00Z", "uploader": {"rank": 1, "host": "h"}}
+    assert same_contents(manifest, later)
+    for key, value in (("step", 4), ("run_id", "r2"), ("files", {})):
+        assert not same_contents(manifest, {**manifest, key: value})
+
+
+def _history(folder, *evaluations):
+    (folder / "heldout.json").write_text(json.dumps({"format": 1, "evaluations": list(evaluations)}))
+
+
+def test_the_manifest_carries_the_heldout_evaluation_of_its_own_step(tmp_path):
+    folder = make_checkpoint(tmp_path, 4)
+    assert heldout_at(folder, 4) is None
+    at_4 = {"step": 4, "accuracy": 0.5, "low": None, "high": 0.7, "questions": 20, "samples": 2, "x": 1}
+    _history(folder, {**at_4, "step": 2, "accuracy": 0.1}, at_4)
+    expected = {k: at_4[k] for k in ("step", "accuracy", "low", "high", "questions", "samples")}
+    assert heldout_at(folder, 4) == expected == _manifest(folder, step=4)["heldout"]
+    assert heldout_at(folder, 3) is None
+    for bad in ({"accuracy": True}, {"accuracy": float("nan")}, {"high": "0.7"}, {"questions": 20.0}):
+        _history(folder, {**at_4, **bad})
+        with pytest.raises(CheckpointError, match="needs a numeric accuracy"):
+            heldout_at(folder, 4)
