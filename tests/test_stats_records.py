@@ -9,7 +9,7 @@ import pytest
 from _stats_helpers import outcomes_from_counts, run_compare, write_records
 
 from stats.records import InputError, load_records, pair_questions
-from stats.samples import describe_samples
+from stats.samples import describe_samples, uneven_samples_warning, unfinished_warning
 
 
 def _write_lines(path, lines):
@@ -189,3 +189,47 @@ def test_pairing_accepts_the_same_questions_however_spaced_and_wherever_read(tmp
     for rec in bare.records:
         del rec["question"]  # records from another tool: nothing to check
     assert pair_questions(base, bare).ids == ["q00", "q01", "q02"]
+
+
+def test_describe_samples_names_one_uneven_question_and_at_most_three(tmp_path):
+    one = load_records(write_records(tmp_path / "o.jsonl", outcomes_from_counts([1, 0], 1)))
+    assert describe_samples(one, ["q00", "q01"]) == "1 sample per question"
+    single = load_records(write_records(tmp_path / "s.jsonl", outcomes_from_counts([1, 2], [2, 3])))
+    assert describe_samples(single, ["q00", "q01"]) == (
+        "2 to 3 samples per question (1 question has fewer than 3: 'q00' (2))"
+    )
+    many = load_records(write_records(tmp_path / "m.jsonl", outcomes_from_counts([0] * 5, [4, 2, 3, 1, 5])))
+    assert describe_samples(many, ["q00", "q01", "q02", "q03", "q04"]) == (
+        "1 to 5 samples per question (4 questions have fewer than 5: 'q03' (1), 'q01' (2), 'q02' (3), ...)"
+    )
+
+
+def test_uneven_samples_warning_names_the_count_and_the_smallest_question(tmp_path):
+    even = load_records(write_records(tmp_path / "e.jsonl", outcomes_from_counts([1, 2], 3)))
+    assert uneven_samples_warning(even, ["q00", "q01"]) is None
+    path = write_records(tmp_path / "u.jsonl", outcomes_from_counts([1, 2, 0], [5, 3, 4]))
+    warning = uneven_samples_warning(load_records(path), ["q00", "q01", "q02"])
+    assert warning.startswith(
+        f"{path}: 2 of 3 questions have fewer samples than the others (3 to 5 per question; e.g. 'q01' has 3 of 5)."
+    )
+    assert uneven_samples_warning(load_records(path), ["q00", "q02"]).startswith(
+        f"{path}: 1 of 2 questions has fewer samples than the others (4 to 5 per question; e.g. 'q02' has 4 of 5)."
+    )
+
+
+def test_a_file_short_of_its_planned_questions_or_samples_is_unfinished(tmp_path):
+    def model(counts, samples, **planned):
+        return load_records(
+            write_records(tmp_path / "r.jsonl", outcomes_from_counts(counts, samples), extra=planned)
+        )
+
+    assert unfinished_warning(model([1, 0], 2)) is None  # nothing planned on record
+    assert unfinished_warning(model([1, 0], 2, planned_questions=2, planned_samples=2)) is None
+    short = model([1, 0], 2, planned_questions=2, planned_samples=4)
+    assert unfinished_warning(short) == (
+        f"{short.path} holds 2 of the 2 questions (up to 2 of 4 samples each) its recipes/evaluate.py run "
+        "planned: was it interrupted? Re-running it with the same arguments completes it."
+    )
+    assert unfinished_warning(model([1, 0], 2, planned_questions=3, planned_samples=2)).startswith(
+        f"{short.path} holds 2 of the 3 questions (up to 2 of 2 samples each)"
+    )
