@@ -105,8 +105,14 @@ def test_missing_or_mismatched_arguments_are_clear_errors():
         ({"gate_on": "reasonning"}, "gate_on must be one of completion, reasoning"),
         ({"max_completion_length": 0}, "max_completion_length must be an integer >= 1"),
         ({"precedence": []}, "precedence must be a non-empty list"),
+        ({"max_completion_length": 50}, "can never pay: completions stop at max_completion_length=50 tokens"),
     ],
 )
 def test_bad_parameters(params, message):
     with pytest.raises(ValueError, match=message):
         Correctness(**params)
+
+
+def test_a_limit_just_above_min_tokens_can_pay():
+    reward = Correctness(min_tokens=50, full_credit_tokens=51, max_completion_length=51)
+    assert _run(reward, ["#### 18"], [51]) == [5.0]
