@@ -52,6 +52,8 @@ def test_samples_of_one_question_are_worth_less_than_independent_ones():
         ([(2, 4)] * 3, 12, 6),  # every question alike but not 0% or 100%: the samples count
         ([(2, 4), (3, 4)] * 2, 16, 10),  # less spread than independent samples: capped at the 16 samples
         ([(1, 1), (0, 1), (1, 1)], 3, 2),  # one sample each: Wilson on the questions
+        ([(3, 3)] * 4, 4, 4),  # all right: nothing says how alike samples are, so each question counts once
+        ([(0, 3)] * 4, 4, 0),
     ],
 )
 def test_the_effective_sample_size_at_its_edges(counts, n_eff, right):
