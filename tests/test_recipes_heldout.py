@@ -15,7 +15,7 @@ from recipes.evaluate import main as evaluate_main
 from recipes.evaluation.questions import eval_data
 from recipes.recipe import load_recipe
 from recipes.tasks import TASKS, arithmetic
-from recipes.tasks.heldout import HELDOUT_PERCENT, in_heldout
+from recipes.tasks.heldout import HELDOUT_PERCENT, in_heldout, source_split
 
 SECTION = {"system_prompt": "Be brief.", "config": None, "split": "train"}
 
@@ -178,3 +178,14 @@ def test_evaluate_split_heldout_grades_the_heldout_questions(tmp_path, tiny_mode
     assert sorted(r["id"] for r in records) == [
         "gsm8k-train-00015", "gsm8k-train-00047", "gsm8k-train-00049", "gsm8k-train-00072", "gsm8k-train-00080",
     ]  # fmt: skip
+
+
+def test_the_heldout_split_is_read_from_the_training_split_unless_the_task_serves_its_own():
+    data = {**SECTION, "split": "train_all"}
+    assert source_split(TASKS["gsm8k"], data, "heldout") == "train_all"
+    assert source_split(TASKS["arithmetic"], data, "heldout") == "heldout"
+    assert (
+        source_split(TASKS["gsm8k"], data, "test")
+        == source_split(TASKS["arithmetic"], data, "test")
+        == "test"
+    )
