@@ -172,6 +172,9 @@ def test_a_deepspeed_folder_needs_its_latest_file_and_optimizer_states():
         "optimizer.pt is missing (resuming would restart Adam's moments)",
         "scheduler.pt is missing (resuming would restart the learning-rate schedule)",
     ]  # no "latest": not a DeepSpeed checkpoint
+    assert "optimizer.pt is missing (resuming would restart Adam's moments)" in training_state_problems(
+        [*files, "latest"], world_size=1
+    )  # "latest" without optimizer states: not one either
     assert training_state_problems([*files, "latest", shard], world_size=1) == []
 
 
