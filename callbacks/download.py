@@ -11,7 +11,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from callbacks.errors import CheckpointError
-from callbacks.local import move_aside
+from callbacks.local import set_aside
 from callbacks.manifest import (
     MANIFEST_NAME,
     manifest_bytes,
@@ -23,8 +23,9 @@ from callbacks.remote import RemoteCheckpoint, is_training_state
 from callbacks.stores import Store
 
 logger = logging.getLogger(__name__)
-# download_checkpoint's temporaries beside ``dest``, by their exact names: what a kill mid-download leaves.
-_DOWNLOAD_TEMPORARY = re.compile(r"^\.checkpoint-\d+\.download-[0-9a-f]{8}$")
+# download_checkpoint's temporaries beside ``dest``, and the folders local.set_aside renames to delete, by their
+# exact names: what a kill mid-download or mid-delete leaves.
+_DOWNLOAD_TEMPORARY = re.compile(r"^\.checkpoint-\d+\.(download|replaced)-[0-9a-f]{8}$")
 
 
 def clear_download_leftovers(folder: Path) -> list[str]:
@@ -55,7 +56,7 @@ def download_checkpoint(
         store: Where the checkpoint is.
         ckpt: A complete checkpoint from :func:`scan_remote`.
         dest: Final local folder. One already there is used as it is when it verifies against this manifest,
-            and otherwise moved aside (:func:`move_aside`) once the download has verified.
+            and otherwise moved aside (:func:`set_aside`) once the download has verified.
         training_state: Also download optimizer, scheduler and RNG state (needed to resume, not to evaluate).
 
     Raises:
@@ -92,7 +93,7 @@ def download_checkpoint(
             raise CorruptCheckpoint(f"{store.child_uri(ckpt.name)} is corrupt: {'; '.join(problems)}")
         (tmp / MANIFEST_NAME).write_bytes(manifest_bytes(manifest))
         if dest.exists():
-            move_aside(dest, f"replaced by {store.child_uri(ckpt.name)}, downloaded and verified")
+            set_aside(dest, f"replaced by {store.child_uri(ckpt.name)}, downloaded and verified")
         tmp.rename(dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

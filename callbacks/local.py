@@ -1,17 +1,24 @@
-"""The output folder's side of checkpointing: its ``checkpoint-N`` folders, the run marker, and the quarantine that
-folders a launch will not use are moved to (never deleted: one may hold the user's files)."""
+"""The output folder's side of checkpointing: its ``checkpoint-N`` folders, the run marker, and clearing a folder a
+launch will not use (the run's own copy is deleted; one that may hold the user's files is moved to quarantine)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from callbacks.manifest import checkpoint_step, local_checkpoint_problems
+from callbacks.manifest import (
+    checkpoint_step,
+    list_files,
+    local_checkpoint_problems,
+    read_local_manifest,
+    sha256_file,
+)
 from callbacks.remote import QUARANTINE
 
 logger = logging.getLogger(__name__)
@@ -49,19 +56,43 @@ def write_marker(output_dir: Path, run_id: str, uri: str | None) -> None:
     os.replace(tmp, path)
 
 
-def move_aside(folder: Path, why: str) -> Path:
-    """Move a local folder this launch will not use to ``.checkpoint_sync/quarantine/`` beside it; returns where.
+def set_aside(folder: Path, why: str) -> Path | None:
+    """Clear a local folder this launch will not use; returns where it was moved, or None when deleted.
 
-    Never deleted: a ``checkpoint-N`` folder may hold the user's files, and a local move costs nothing.
+    Deleted when every file in it is one its manifest lists, as the manifest describes it (the run's own copy,
+    perhaps missing files: keeping such copies would fill the disk at every relaunch); otherwise moved to
+    ``.checkpoint_sync/quarantine/`` beside it, never deleted, since a folder without a manifest or with files it
+    does not list may hold the user's, and an altered file is the evidence of what went wrong.
     """
+    if _the_runs_own(folder):
+        # Renamed first: a kill mid-delete leaves a name the next launch clears (download.clear_download_leftovers).
+        doomed = folder.with_name(f".{folder.name}.replaced-{uuid.uuid4().hex[:8]}")
+        folder.rename(doomed)
+        shutil.rmtree(doomed)
+        logger.info(
+            "Deleted local %s (%s): every file in it was the run's, listed by its manifest", folder, why
+        )
+        return None
     stamp = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:4]}"
     aside = folder.parent / SYNC_DIR / QUARANTINE / f"{folder.name}-{stamp}"
     aside.parent.mkdir(parents=True, exist_ok=True)
     folder.rename(aside)
     held = [p for p in aside.parent.rglob("*") if p.is_file()]
     logger.warning(
-        "Moved local %s aside to %s: %s. %s holds %d folders (%.2f GB): delete them once looked at.",
+        "Moved local %s aside to %s: %s. It holds files no manifest of the run lists (perhaps yours). %s holds "
+        "%d folders (%.2f GB): delete them once looked at.",
         folder.name, aside, why, aside.parent,
         sum(1 for p in aside.parent.iterdir() if p.is_dir()), sum(p.stat().st_size for p in held) / 2**30,
     )  # fmt: skip
     return aside
+
+
+def _the_runs_own(folder: Path) -> bool:
+    manifest, _ = read_local_manifest(folder)
+    listed = manifest["files"] if manifest else {}
+    return manifest is not None and all(
+        rel in listed
+        and (folder / rel).stat().st_size == listed[rel]["size"]
+        and sha256_file(folder / rel) == listed[rel]["sha256"]
+        for rel in list_files(folder)
+    )

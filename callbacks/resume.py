@@ -21,9 +21,9 @@ from callbacks.errors import CheckpointError
 from callbacks.local import (
     SYNC_DIR,
     LocalCheckpoint,
-    move_aside,
     read_marker,
     scan_local,
+    set_aside,
     write_marker,
 )
 from callbacks.manifest import (
@@ -129,8 +129,8 @@ class Resolver:
             raise CheckpointError(refusal)
 
     def _refuse_or_clear(self, taken: list, why: str) -> None:
-        """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: deleted
-        from the store (only what the project wrote), moved aside on local disk."""
+        """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: from the
+        store only what the project wrote is deleted; a local folder goes through ``set_aside``."""
         if not taken:
             return
         runs = {c.run_id for c in taken if isinstance(c, RemoteCheckpoint)}
@@ -145,21 +145,20 @@ class Resolver:
             raise CheckpointError(
                 f"{why}, but {' and '.join(places)} already has checkpoints of run {', '.join(runs)} "
                 f"({_names(taken)}). "
-                "To continue that run, use checkpoint.resume=latest (and no other run_id); to clear them (the "
-                f"store's are deleted, the output folder's moved to {SYNC_DIR}/{QUARANTINE}/) and "
+                "To continue that run, use checkpoint.resume=latest (and no other run_id); to clear them (deleted; "
+                f"a local folder holding files its manifest does not list is moved to {SYNC_DIR}/{QUARANTINE}/) and "
                 f"{'go on from there' if why.startswith('resuming at') else 'start over'}, set "
                 "checkpoint.overwrite=true; or choose another checkpoint.uri or trainer.output_dir."
             )
         logger.warning(
             "checkpoint.overwrite=true: clearing %s (run %s) for %s", _names(taken), ", ".join(runs), why
         )
-        # The store's files of ours are deleted; a local folder may hold the user's: moved aside.
         for c in taken:
             if isinstance(c, RemoteCheckpoint):
                 delete_checkpoint(self.store, c)
                 self.remote.remove(c)
             else:
-                move_aside(c.folder, f"checkpoint.overwrite=true for {why}")
+                set_aside(c.folder, f"checkpoint.overwrite=true for {why}")
                 self.local.remove(c)
 
     def _latest(self) -> Path | None:
@@ -253,12 +252,12 @@ class Resolver:
     def _clear_newer(self, step: int, *, rewind: bool) -> None:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.
 
-        Committed ones (a manifest there, readable or not) that failed verification are moved aside to a ``quarantine/`` folder (the evidence of
-        what went wrong), and so is every unusable local folder: a ``checkpoint-N`` folder without a manifest may
-        be a crashed save or a folder of the user's, and a local move costs nothing. Partial uploads (no
-        manifest) are cleared from the store, also below the resume point, where no upload can still be
-        running: the files our upload wrote are deleted, anything else there is moved aside. Complete newer
-        ones exist only when an explicit resume rewinds the run, which needs ``overwrite: true``.
+        Committed ones (a manifest there, readable or not) that failed verification are moved aside to the store's
+        ``quarantine/`` folder (the evidence of what went wrong); an unusable local folder goes through
+        ``set_aside`` (a ``checkpoint-N`` folder without a manifest may be a crashed save or the user's).
+        Partial uploads (no manifest) are cleared from the store, also below the resume point, where no upload
+        can still be running: the files our upload wrote are deleted, anything else there is moved aside.
+        Complete newer ones exist only when an explicit resume rewinds the run, which needs ``overwrite: true``.
         """
         newer = [c for c in self.remote if c.step > step] + [c for c in self.local if c.step > step]
         if rewind:
@@ -272,7 +271,7 @@ class Resolver:
                     "Moved %s aside to %s: %s", c.name, self.store.child_uri(aside), "; ".join(c.problems)
                 )
             elif isinstance(c, LocalCheckpoint):
-                move_aside(c.folder, "; ".join(c.problems))
+                set_aside(c.folder, "; ".join(c.problems))
             elif delete_checkpoint(self.store, c)[0]:  # what our upload wrote; anything else is moved aside
                 logger.warning(
                     "Deleted %s (an incomplete upload, never resumable)", self.store.child_uri(c.name)

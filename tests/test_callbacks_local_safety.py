@@ -1,5 +1,6 @@
-"""What a launch may do to the output folder: a local checkpoint-N folder is moved aside, never deleted, when a
-download or a fresh start takes its place, and a verified copy is not downloaded again."""
+"""What a launch may do to the output folder: a local checkpoint-N folder that a download or a fresh start
+replaces is deleted only when every file in it is one its manifest lists (the run's own copy), and moved aside
+otherwise; a verified copy is not downloaded again."""
 
 from __future__ import annotations
 
@@ -70,3 +71,24 @@ def test_overwrite_moves_the_local_checkpoints_aside_never_deletes_them(tmp_path
         f"Moved local checkpoint-2 aside to {aside}: checkpoint.overwrite=true for resume: never"
         in caplog.text
     )
+
+
+def test_the_runs_own_copies_are_deleted_not_kept_at_every_relaunch(target, tmp_path, caplog):
+    """Moved aside too, they filled quarantine/ with a full checkpoint at every relaunch of a run on two machines
+    (each machine's own copy lacks the other's RNG state) and at every re-fetch into the same cache folder."""
+    uri, endpoint, store = target
+    source = commit(store, tmp_path, 4)
+    out = tmp_path / "out"
+    own = out / "checkpoint-4"
+    shutil.copytree(source, own)
+    seal_checkpoint(own, step=4, recipe_name="tiny", run_id="r1", world_size=1)
+    (own / "rng_state.pth").unlink()  # unusable, but every file left is one its manifest lists
+    (out / ".checkpoint-2.replaced-0123abcd").mkdir()  # what a kill mid-delete leaves
+    caplog.set_level(logging.INFO)
+
+    plan = prepare(out, uri, endpoint)
+
+    assert plan.resume_from == str(own) and (own / "rng_state.pth").is_file()
+    assert sorted(p.name for p in out.iterdir()) == [SYNC_DIR, "checkpoint-4"]
+    assert not (out / SYNC_DIR / "quarantine").exists()
+    assert f"Deleted local {own} (replaced by {store.child_uri('checkpoint-4')}" in caplog.text
