@@ -13,6 +13,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from callbacks.best import names_best_pointer, resolve_best
@@ -87,10 +88,8 @@ class Resolver:
             run_id = run_id or (committed[0].run_id if committed else None) or read_marker(self.output_dir)
             chosen, source_run = None, run_id
         else:
-            chosen, source_run = self._explicit(resume)
+            fetch, source_run = self._explicit(resume)
         self.run.run_id = run_id or source_run or new_run_id(self.run.recipe_name)
-        if resume == "latest":
-            self._vet_continued_recipe()
         foreign = [c for c in self.remote if c.manifest and c.run_id != self.run.run_id]
         self._refuse_or_clear(foreign, f"run id {self.run.run_id!r}")
         marker = read_marker(self.output_dir)
@@ -100,33 +99,39 @@ class Resolver:
             )
         if resume == "latest":
             chosen = self._latest()
+        elif resume != "never":  # downloaded only now: a refused launch leaves the output folder as it was
+            chosen = fetch()
         self._clear_newer(
             checkpoint_step(chosen.name) if chosen else 0, rewind=resume not in ("latest", "never")
         )
         write_marker(self.output_dir, self.run.run_id, self.store.uri if self.store else None)
         return chosen, self.run.run_id
 
-    def _vet_continued_recipe(self) -> None:
-        """Refuse, before anything is downloaded or written, when ``vet_recipe`` refuses the recipe of the newest
-        checkpoint ``resume: latest`` would continue: the store's recipe.yaml (read alone, and used only when it
-        matches its manifest; a damaged copy is skipped at the download), or a local one's, else the output
-        folder's."""
-        marker = read_marker(self.output_dir)
-        local = next((c for c in self.local if not c.problems and marker in (None, self.run.run_id)), None)
-        floor = local.step if local else -1
-        remote = next((c for c in self.remote if c.complete and c.run_id == self.run.run_id), None)
-        saved = None
-        if remote and remote.step > floor:
-            data = self.store.read_bytes(f"{remote.name}/{RECIPE_FILE}") or b""
-            if hashlib.sha256(data).hexdigest() == remote.manifest["files"].get(RECIPE_FILE, {}).get(
-                "sha256"
-            ):
-                saved = data.decode()
-        elif local:
-            files = (local.folder / RECIPE_FILE, self.output_dir / RECIPE_FILE)
-            saved = next((p.read_text(encoding="utf-8") for p in files if p.is_file()), None)
+    def _vet(self, saved: str | None) -> None:
+        """Refuse to continue a run made with a recipe ``vet_recipe`` refuses (``saved``: its recipe.yaml)."""
         if saved and self.vet_recipe and (refusal := self.vet_recipe(saved)):
             raise CheckpointError(refusal)
+
+    def _vetted(self, c: RemoteCheckpoint) -> bool:
+        """Vet the recipe of a store checkpoint before it is downloaded (read alone); False when that recipe.yaml
+        does not match its manifest: the download would fail verification, so the checkpoint is skipped."""
+        entry = c.manifest["files"].get(RECIPE_FILE)
+        if entry is None:  # a checkpoint our sync did not write: the output folder's recipe, if any
+            self._vet(self._local_recipe(self.output_dir))
+            return True
+        data = self.store.read_bytes(f"{c.name}/{RECIPE_FILE}") or b""
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            c.problems.append(
+                f"{RECIPE_FILE} does not match its SHA-256 in the manifest (altered or corrupt)"
+            )
+            return False
+        self._vet(data.decode())
+        return True
+
+    def _local_recipe(self, folder: Path) -> str | None:
+        """The recipe.yaml a local checkpoint was made with: its own copy, else the output folder's."""
+        path = next((p for p in (folder / RECIPE_FILE, self.output_dir / RECIPE_FILE) if p.is_file()), None)
+        return path.read_text(encoding="utf-8") if path else None
 
     def _refuse_or_clear(self, taken: list, why: str) -> None:
         """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: from the
@@ -170,7 +175,7 @@ class Resolver:
         for c in self.remote:
             if c.step <= floor:
                 break
-            if c.problems:
+            if c.problems or not self._vetted(c):
                 logger.warning("Skipping %s: %s", self.store.child_uri(c.name), "; ".join(c.problems))
                 continue
             try:
@@ -187,6 +192,7 @@ class Resolver:
             return folder
         if best_local is None:
             return None
+        self._vet(self._local_recipe(best_local.folder))
         same = next((c for c in self.remote if c.step == best_local.step), None)
         if self.store and same is None:
             logger.info(
@@ -204,30 +210,30 @@ class Resolver:
             publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
         return best_local.folder
 
-    def _explicit(self, resume: str) -> tuple[Path, str | None]:
+    def _explicit(self, resume: str) -> tuple[Callable[[], Path], str | None]:
+        """The checkpoint ``resume`` names: a callable that downloads it (called once the launch is allowed) and
+        the run id its manifest records."""
         if names_best_pointer(resume):  # a run's .../best: the checkpoint its pointer names
             store, best = resolve_best(resume, self.endpoint_url)
             logger.info("checkpoint.resume=%s names %s", resume, store.child_uri(best.name))
             if is_remote(resume):
-                return download_checkpoint(store, best, self.output_dir / best.name), best.run_id
+                return partial(self._download_first, store, [best], resume), best.run_id
             resume = str(Path(store.root) / best.name)  # a local run folder's checkpoint, used in place
         if is_remote(resume):
             source, wanted = open_source(resume, self.endpoint_url)
+            usable = []
             for c in scan_readable(source):
                 if wanted is not None and c.step != wanted:
                     continue
-                if not c.problems:
-                    try:
-                        return download_checkpoint(source, c, self.output_dir / c.name), c.run_id
-                    except CorruptCheckpoint as e:
-                        if wanted is not None:
-                            raise
-                        logger.warning("Skipping %s", e)
-                        continue
-                if wanted is not None:
+                if c.problems and wanted is not None:
                     raise CheckpointError(f"Cannot resume from {resume}: {'; '.join(c.problems)}")
-                logger.warning("Skipping %s: %s", source.child_uri(c.name), "; ".join(c.problems))
-            raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
+                if c.problems:
+                    logger.warning("Skipping %s: %s", source.child_uri(c.name), "; ".join(c.problems))
+                    continue
+                usable.append(c)
+            if not usable:
+                raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
+            return partial(self._download_first, source, usable, resume), usable[0].run_id
         path = Path(resume).expanduser()
         if not path.exists():
             hint = did_you_mean(resume, ["latest", "never"])
@@ -244,10 +250,21 @@ class Resolver:
         for c in candidates:
             if not c.problems:
                 manifest, _ = read_local_manifest(c.folder)
-                return c.folder, manifest.get("run_id") if manifest else None
+                return partial(Path, c.folder), manifest.get("run_id") if manifest else None
             logger.warning("Skipping %s: %s", c.folder, "; ".join(c.problems))
         reasons = "; ".join(p for c in candidates for p in c.problems) or "no checkpoint-N folders in it"
         raise CheckpointError(f"Cannot resume from {path}: {reasons}")
+
+    def _download_first(self, source: Store, candidates: list[RemoteCheckpoint], resume: str) -> Path:
+        """Download the first of ``candidates`` that verifies (newest first); a single one must."""
+        for c in candidates:
+            try:
+                return download_checkpoint(source, c, self.output_dir / c.name)
+            except CorruptCheckpoint as e:
+                if len(candidates) == 1:
+                    raise
+                logger.warning("Skipping %s", e)
+        raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
 
     def _clear_newer(self, step: int, *, rewind: bool) -> None:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.

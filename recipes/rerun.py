@@ -84,7 +84,7 @@ def saved_recipe_file(checkpoint: Path, output_dir: Path) -> Path | None:
 def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
     """Why ``resume: latest`` may not continue a run made with ``saved_yaml`` (its recipe.yaml): the keys this
     recipe changes, and where to start a new run instead; None when it may. ``prepare_checkpointing`` asks it
-    (``vet_recipe``) before anything is downloaded or written.
+    (``vet_recipe``) about the checkpoint it would resume, before downloading it.
     """
     changed = changed_keys(yaml.safe_load(saved_yaml) or {}, yaml.safe_load(recipe.to_yaml()))
     if not changed:
