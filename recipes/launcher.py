@@ -1,6 +1,6 @@
 """What `accelerate launch` decided, checked against the recipe before anything is built.
 
-    accelerate launch --config_file recipes/accelerate/deepspeed_zero2_offload.yaml recipes/run.py gsm8k_tiny
+    accelerate launch -q --config_file recipes/accelerate/deepspeed_zero2_offload.yaml recipes/run.py gsm8k_tiny
 
 accelerate hands its config to the script as environment variables (ACCELERATE_MIXED_PRECISION,
 ACCELERATE_USE_FSDP, FSDP_STATE_DICT_TYPE, ...). Where they disagree with the recipe or with this machine, a run

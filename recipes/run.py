@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.config_file and not args.plan:
         parser.error(
             "--config_file only shapes --plan; to train with an accelerate config, give it to the launcher: "
-            f"accelerate launch --config_file {args.config_file} recipes/run.py {args.recipe}"
+            f"accelerate launch -q --config_file {args.config_file} recipes/run.py {args.recipe}"
         )
     log_to_stderr()
 

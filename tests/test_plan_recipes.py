@@ -74,8 +74,9 @@ def test_an_accelerate_config_without_plan_points_to_the_launcher(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["gsm8k_tiny", "--config_file", "recipes/accelerate/multi_gpu.yaml"])
     assert exit_.value.code == 2
-    assert "accelerate launch --config_file recipes/accelerate/multi_gpu.yaml recipes/run.py gsm8k_tiny" in (
-        capsys.readouterr().err
+    assert (
+        "accelerate launch -q --config_file recipes/accelerate/multi_gpu.yaml recipes/run.py gsm8k_tiny"
+        in (capsys.readouterr().err)
     )
 
 
