@@ -6,6 +6,7 @@ import hashlib
 import json
 import logging
 import re
+import secrets
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -167,11 +168,14 @@ def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> tuple[list[str], 
 
 
 def quarantine_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> str:
-    """Move a committed but unusable checkpoint aside, to ``quarantine/<name>-<time>/``, keeping the evidence.
+    """Move a committed but unusable checkpoint aside, to ``quarantine/<name>-<time>-<4 hex digits>/``, keeping the evidence.
 
     The manifest moves first, so the folder stops looking complete before any file leaves. Returns the key.
     """
-    aside = f"{QUARANTINE}/{ckpt.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+    # A random tail too: two launches within a second must not write one quarantine over the other.
+    aside = (
+        f"{QUARANTINE}/{ckpt.name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{secrets.token_hex(2)}"
+    )
     for rel in sorted(ckpt.files, key=lambda rel: rel != MANIFEST_NAME):
         store.move(f"{ckpt.name}/{rel}", f"{aside}/{rel}")
     return aside

@@ -9,7 +9,7 @@ import pytest
 from _callbacks_helpers import commit, make_checkpoint, prepare
 
 from callbacks.manifest import MANIFEST_NAME, build_manifest, seal_checkpoint
-from callbacks.remote import apply_retention, commit_checkpoint, scan_remote
+from callbacks.remote import apply_retention, commit_checkpoint, quarantine_checkpoint, scan_remote
 from callbacks.resume import write_marker
 from callbacks.stores import FolderStore
 
@@ -190,3 +190,16 @@ def test_a_damaged_manifest_over_a_good_local_copy_is_moved_aside_and_committed_
     aside = next(k for k in store.list("quarantine") if k.endswith(MANIFEST_NAME))
     assert store.read_bytes(aside) == manifest[:100]  # the evidence
     assert f"Moved checkpoint-6 aside to {store.child_uri(aside.rsplit('/', 1)[0])}" in caplog.text
+
+
+def test_two_quarantines_of_one_checkpoint_within_a_second_keep_both(tmp_path):
+    """Named by the second alone, the second move wrote over the first one's evidence."""
+    store = FolderStore(tmp_path / "drive")
+    asides = []
+    for content in (b"first", b"second"):
+        commit(store, tmp_path / content.decode(), 4)
+        store.write_bytes("checkpoint-4/notes.txt", content)
+        [ckpt] = scan_remote(store)
+        asides.append(quarantine_checkpoint(store, ckpt))
+    assert asides[0] != asides[1]
+    assert [store.read_bytes(f"{a}/notes.txt") for a in asides] == [b"first", b"second"]
