@@ -105,24 +105,16 @@ def _fetch_best(location: str, endpoint_url: str | None, dest: Path | None) -> P
 
 
 def _local_copy(store: Store, ckpt: RemoteCheckpoint, dest: Path | None) -> Path:
-    """A verified local copy of a complete checkpoint: the one already at ``dest`` (or the cache), or a download.
+    """A verified local copy of a complete checkpoint at ``dest`` (or in the cache): the one already there, or a
+    download.
 
     Raises:
         CorruptCheckpoint: The download does not match the manifest.
     """
     target = dest or cache_root() / re.sub(r"[^A-Za-z0-9._-]+", "_", store.uri) / ckpt.name
-    if target.exists():
-        held, _ = read_local_manifest(target)
-        if held is None:
-            raise CheckpointError(f"{target} exists and is not a fetched checkpoint; choose another dest")
-        if (
-            held.get("run_id") == ckpt.run_id
-            and held.get("step") == ckpt.step
-            and not adapter_problems(target)
-        ):
-            logger.info("Using the verified copy of %s in %s", store.child_uri(ckpt.name), target)
-            return target
-    return download_checkpoint(store, ckpt, target, training_state=False)
+    if target.exists() and read_local_manifest(target)[0] is None:
+        raise CheckpointError(f"{target} exists and is not a fetched checkpoint; choose another dest")
+    return download_checkpoint(store, ckpt, target, training_state=False)  # reuses a verified copy there
 
 
 def _fetch_remote(uri: str, endpoint_url: str | None, dest: Path | None) -> Path:
