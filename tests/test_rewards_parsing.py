@@ -4,7 +4,7 @@ a hedge or no working at all."""
 import pytest
 
 from rewards._layout import format_parts
-from rewards._parsing import _is_working, answer_from_snippet
+from rewards._parsing import HEDGED, _is_working, answer_from_snippet
 from rewards._precedence import find_answer
 from rewards.answers import is_correct
 
@@ -44,3 +44,19 @@ def test_a_final_line_with_a_hedged_aside_is_no_answer():
     assert find_answer(text).rule == "last_number" and not format_parts(text, "hash").answer
     text = "So 9 * 2 = 18.\n#### 18 (because 9 * 2)"
     assert find_answer(text) == ("18", text.index("####"), "hash") and format_parts(text, "hash").answer
+
+
+@pytest.mark.parametrize(
+    ("snippet", "answer"),
+    [
+        ("x = 18", "18"),
+        ("a + b = 7", "7"),  # working on the left of the last "=": the value is on its right
+        ("y = 2x + 3", "2x + 3"),
+        ("5x - 7y + 4 = 0", "5x - 7y + 4 = 0"),  # an equation is the answer as a whole
+        ("x = 2y = 4", "x = 2y = 4"),
+        ("x = 1, x = 2", HEDGED),  # one variable given two values
+        ("x = 12 - 4, x = 8", "8"),
+    ],
+)
+def test_the_value_after_the_last_equals_sign_unless_the_left_side_is_an_equation(snippet, answer):
+    assert answer_from_snippet(snippet) == answer
