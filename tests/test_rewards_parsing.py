@@ -4,7 +4,7 @@ a hedge or no working at all."""
 import pytest
 
 from rewards._layout import format_parts
-from rewards._parsing import HEDGED, _is_working, answer_from_snippet
+from rewards._parsing import HEDGED, _is_working, answer_from_snippet, latex_from_snippet
 from rewards._precedence import find_answer
 from rewards.answers import is_correct
 
@@ -60,3 +60,17 @@ def test_a_final_line_with_a_hedged_aside_is_no_answer():
 )
 def test_the_value_after_the_last_equals_sign_unless_the_left_side_is_an_equation(snippet, answer):
     assert answer_from_snippet(snippet) == answer
+
+
+def test_a_symbolic_answer_is_whole_only_without_prose():
+    # strict: a "####" line, which must be an answer as a whole
+    assert answer_from_snippet(r"\frac{1}{2}", strict=True) == r"\frac{1}{2}"
+    assert answer_from_snippet(r"2^{10}", strict=True) == "2^{10}"
+    assert answer_from_snippet(r"half is \frac{1}{2}", strict=True) is None
+
+
+def test_a_latex_snippet_of_prose_yields_its_last_math_segment_or_first_number():
+    assert latex_from_snippet("we get $x = 2$ first, so the answer is $x^2 + 1$") == "x^2 + 1"
+    assert latex_from_snippet("the total is 42 apples, not 41") == "42"  # not strict by default
+    assert latex_from_snippet("the total is 42 apples", strict=True) is None
+    assert latex_from_snippet("there are many apples here") is None
