@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from _callbacks_helpers import make_checkpoint, trainer_objects
 
@@ -38,7 +40,10 @@ def test_every_rank_waits_and_only_the_main_one_writes_the_manifest(tmp_path, ba
     assert barrier.waits == 2
     manifest, reason = read_local_manifest(folder)
     assert reason is None and (manifest["step"], manifest["world_size"], manifest["run_id"]) == (3, 2, "r1")
-    assert manifest["recipe_name"] == "tiny"
+    assert manifest["recipe_name"] == "tiny" and manifest["uploader"] == {
+        "rank": 0,
+        "host": socket.gethostname(),
+    }
 
 
 def test_a_single_process_has_no_barrier_to_wait_at(tmp_path, barrier):
