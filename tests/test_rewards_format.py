@@ -16,6 +16,7 @@ R = "<reasoning>\n9 eggs at $2 each: 9 * 2 = 18.\n</reasoning>\n"
 TAGS = [
     ("complete", R + "<answer>\n18\n</answer>\n", (True, True, True, True), 1.5),
     ("money-is-a-number", R + "<answer>$1,080.</answer>", (True, True, True, True), 1.5),
+    ("adjacent-tags", "<reasoning>9 * 2 = 18</reasoning><answer>18</answer>", (True, True, True, True), 1.5),
     ("no-reasoning", "<answer>18</answer>", (False, True, True, True), 1.0),
     ("empty-reasoning", "<reasoning>  \n</reasoning><answer>18</answer>", (False, True, True, True), 1.0),
     ("answer-with-words", R + "<answer>18 dollars</answer>", (True, True, False, True), 1.25),
