@@ -33,3 +33,16 @@ from rewards._symbolic import is_cheap
 )
 def test_is_cheap_at_each_bound(expression, cheap):
     assert is_cheap(expression) is cheap
+
+
+def test_a_comparison_that_times_out_is_no_match(monkeypatch):
+    from math_verify.errors import TimeoutException
+
+    from rewards import _symbolic
+
+    def slow(gold, pred):
+        raise TimeoutException("math-verify ran out of time")
+
+    assert _symbolic.compare_here("2", r"\frac{4}{2}")
+    monkeypatch.setattr(_symbolic, "_verify", slow)
+    assert _symbolic.compare_here("2", r"\frac{4}{2}") is False
