@@ -108,7 +108,7 @@ def prepare_checkpointing(
             resume: ``latest`` (the newest complete checkpoint, remote or local), ``never``, or a checkpoint
                 path/URI (a run prefix means its newest complete checkpoint).
             run_id: Recorded in manifests; None adopts the resumed run's id or makes a new one.
-            overwrite: Allow deleting another run's checkpoints at ``uri``; the output_dir's are moved aside.
+            overwrite: Allow clearing another run's checkpoints at ``uri`` and in output_dir (``set_aside``).
             endpoint_url: S3-compatible endpoint (MinIO, R2).
 
     The main process resolves and commits. On several machines without a shared output_dir, every other

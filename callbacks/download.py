@@ -56,7 +56,7 @@ def download_checkpoint(
         store: Where the checkpoint is.
         ckpt: A complete checkpoint from :func:`scan_remote`.
         dest: Final local folder. One already there is used as it is when it verifies against this manifest,
-            and otherwise moved aside (:func:`set_aside`) once the download has verified.
+            and otherwise cleared (:func:`set_aside`) once the download has verified.
         training_state: Also download optimizer, scheduler and RNG state (needed to resume, not to evaluate).
 
     Raises:
