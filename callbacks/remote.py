@@ -168,7 +168,7 @@ def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> tuple[list[str], 
 
 
 def quarantine_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> str:
-    """Move a committed but unusable checkpoint aside, to ``quarantine/<name>-<time>-<4 hex digits>/``, keeping the evidence.
+    """Move a committed but unusable checkpoint aside, to ``quarantine/<name>-<time>-<4 hex>/``, keeping the evidence.
 
     The manifest moves first, so the folder stops looking complete before any file leaves. Returns the key.
     """
