@@ -12,13 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from callbacks.manifest import (
-    checkpoint_step,
-    list_files,
-    local_checkpoint_problems,
-    read_local_manifest,
-    sha256_file,
-)
+from callbacks.manifest import checkpoint_step, file_entries, local_checkpoint_problems, read_local_manifest
 from callbacks.remote import QUARANTINE
 
 logger = logging.getLogger(__name__)
@@ -89,10 +83,6 @@ def set_aside(folder: Path, why: str) -> Path | None:
 
 def _the_runs_own(folder: Path) -> bool:
     manifest, _ = read_local_manifest(folder)
-    listed = manifest["files"] if manifest else {}
     return manifest is not None and all(
-        rel in listed
-        and (folder / rel).stat().st_size == listed[rel]["size"]
-        and sha256_file(folder / rel) == listed[rel]["sha256"]
-        for rel in list_files(folder)
+        manifest["files"].get(rel) == entry for rel, entry in file_entries(folder).items()
     )
