@@ -145,6 +145,8 @@ RANGES: dict[str, tuple[Any, str]] = {
     "trainer.gradient_accumulation_steps": (_at_least(1), "at least 1"),
     "trainer.max_completion_length": (_at_least(1), "at least 1"),
     "trainer.num_iterations": (_at_least(1), "at least 1"),
+    # 0 is not "no timeout" to torch: refused at load rather than silently replaced by the default.
+    "trainer.ddp_timeout": (_at_least(1), "at least 1 (seconds a process waits for the others, e.g. 1800)"),
     "heldout.questions": (_at_least(1), "at least 1"),
     "heldout.samples": (_at_least(1), "at least 1"),
     "heldout.every_steps": (_at_least(1), "null or at least 1"),

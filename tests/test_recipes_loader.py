@@ -116,6 +116,10 @@ def test_published_settings_are_what_the_recipes_say():
         ),
         (["trainer.num_generations=1"], "must be at least 2: GRPO compares completions of one prompt"),
         (
+            ["trainer.ddp_timeout=0"],
+            "trainer.ddp_timeout in command-line override 'trainer.ddp_timeout=0' must be at least 1",
+        ),
+        (
             ["trainer.learning_rate=-1e-3"],
             "trainer.learning_rate in command-line override 'trainer.learning_rate=-1e-3' must be a finite number above 0, e.g. 1e-5, got -0.001.",
         ),
