@@ -19,6 +19,10 @@ os.environ.setdefault("GRPO_RECIPES_CACHE", str(Path(tempfile.gettempdir()) / "g
 # The suite is CI's CPU suite on every machine: its launched runs pin CPU processes (two on a one-GPU machine would
 # share the card) and its numbers are the CPU's. On a machine with a CUDA GPU, `GRPO_RECIPES_GPU_TESTS=1 python -m
 # pytest -m gpu` runs the GPU tests instead, with the GPUs visible. Set before anything asks torch about CUDA.
+# Under pytest-xdist (the README's `-n 2`), one thread per worker and per process it launches: two workers of torch's
+# default thread count on 2 cores thrash, and a launched run would otherwise take accelerate's 2 threads per process.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
 GPU_TESTS = os.environ.get("GRPO_RECIPES_GPU_TESTS") == "1"
 if not GPU_TESTS:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
