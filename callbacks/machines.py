@@ -28,7 +28,7 @@ from pathlib import Path
 from callbacks.download import download_checkpoint
 from callbacks.errors import CheckpointError
 from callbacks.manifest import checkpoint_step, file_entries, list_files
-from callbacks.remote import PARTS_DIR, scan_readable
+from callbacks.remote import PARTS_DIR, RemoteCheckpoint, scan_readable, set_aside_theirs
 from callbacks.stores import Store, open_store
 
 logger = logging.getLogger(__name__)
@@ -207,11 +207,15 @@ def upload_part(store: Store, staged: Path, step: int, part: Part, machine: str)
     commit stops)."""
     name = f"checkpoint-{step}"
     receipt = receipt_key(name, part.save, machine)
-    # First, what it will write: a folder left half uploaded by a lost machine is then known as ours, not a user's.
-    store.write_bytes(
-        receipt.removesuffix(".json") + ".uploading.json", json.dumps({"files": list(part.files)}).encode()
-    )
     try:
+        # A user's file where this upload writes is moved aside, never written over; then what it will write is
+        # said, so a folder left half uploaded by a lost machine is known as ours, not a user's.
+        listing = {k.partition("/")[2]: size for k, size in store.list(name).items()}
+        set_aside_theirs(store, RemoteCheckpoint(name, step, listing), part.files)
+        store.write_bytes(
+            receipt.removesuffix(".json") + ".uploading.json",
+            json.dumps({"files": list(part.files)}).encode(),
+        )
         for rel in part.files:
             store.upload(staged / rel, f"{name}/{rel}")
     except Exception as e:

@@ -136,12 +136,8 @@ def _listed(store: Store, name: str, marker: str) -> set[str]:
     """The files a marker or receipt (``{"files": [...]}``) in checkpoint ``name`` lists."""
     try:
         listed = json.loads(store.read_bytes(f"{name}/{marker}") or b"{}")["files"]
-    except (
-        ValueError,
-        KeyError,
-        TypeError,
-    ):  # damaged, or an error receipt: nothing it names is provably ours
-        return set()
+    except (ValueError, KeyError, TypeError):
+        return set()  # damaged, or an error receipt: nothing it names is provably ours
     return {rel for rel in listed if isinstance(rel, str)}
 
 
@@ -181,6 +177,18 @@ def quarantine_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> str:
     return aside
 
 
+def set_aside_theirs(store: Store, ckpt: RemoteCheckpoint, writes: Collection[str]) -> None:
+    """Before an upload into ``ckpt`` (its current listing): move to quarantine/ the files at the names it
+    ``writes`` that this project did not write, so an upload never writes over someone else's file."""
+    ours = written_by_us(store, ckpt)
+    if theirs := {rel: ckpt.files[rel] for rel in writes if rel in ckpt.files and rel not in ours}:
+        aside = quarantine_checkpoint(store, RemoteCheckpoint(ckpt.name, ckpt.step, theirs))
+        logger.warning(
+            "%s holds %s, not written by this project, where this upload writes: moved aside to %s, not overwritten",
+            store.child_uri(ckpt.name), ", ".join(sorted(theirs)), store.child_uri(aside),
+        )  # fmt: skip
+
+
 def commit_checkpoint(
     store: Store,
     folder: Path,
@@ -208,13 +216,7 @@ def commit_checkpoint(
         _repair(store, folder, name, manifest, existing, others)
         return False
     earlier = _marked(store, name, existing)  # what an unfinished upload of ours left here
-    ours = written_by_us(store, RemoteCheckpoint(name, manifest["step"], existing))
-    if theirs := {rel: existing[rel] for rel in manifest["files"] if rel in existing and rel not in ours}:
-        aside = quarantine_checkpoint(store, RemoteCheckpoint(name, manifest["step"], theirs))
-        logger.warning(
-            "%s holds %s, not written by this project, where this upload writes: moved aside to %s, not overwritten",
-            store.child_uri(name), ", ".join(sorted(theirs)), store.child_uri(aside),
-        )  # fmt: skip
+    set_aside_theirs(store, RemoteCheckpoint(name, manifest["step"], existing), manifest["files"])
     marker = {"run_id": manifest["run_id"], "files": sorted(earlier | set(manifest["files"]))}
     store.write_bytes(f"{name}/{UPLOAD_MARKER}", json.dumps(marker).encode())
     total = sum(entry["size"] for entry in manifest["files"].values())

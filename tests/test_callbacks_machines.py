@@ -119,3 +119,40 @@ def test_a_part_whose_commit_never_came_is_deleted_as_ours_not_moved_aside(tmp_p
     apply_retention(store, keep_last=1)
     assert [c.name for c in scan_remote(store)] == ["checkpoint-6"]
     assert not store.list("quarantine") and "did not write" not in caplog.text
+
+
+def test_a_users_file_where_another_machine_uploads_is_moved_aside_not_overwritten(tmp_path, caplog):
+    """Another machine's upload wrote over a user's file of the same name; the main process then counted it as
+    that machine's and never saw it."""
+    store = FolderStore(tmp_path / "store")
+    main, other, part = split_checkpoint(tmp_path)
+    store.write_bytes("checkpoint-4/rng_state_1.pth", b"my notes")
+    upload_part(store, other, 4, part, "machine-1")
+    manifest = publish_staged(store, main, 4, RUN, world_size=2, part=part)
+    assert store.read_bytes("checkpoint-4/rng_state_1.pth") == (other / "rng_state_1.pth").read_bytes()
+    assert scan_remote(store)[0].complete and "rng_state_1.pth" in manifest["files"]
+    [(key, data)] = [(k, store.read_bytes(k)) for k in store.list("quarantine")]
+    assert key.endswith("/rng_state_1.pth") and data == b"my notes"
+    assert "holds rng_state_1.pth, not written by this project" in caplog.text
+
+
+def test_a_machine_whose_store_fails_before_its_upload_says_so_in_its_receipt(tmp_path, monkeypatch):
+    """A failed write of its upload marker left no receipt: the main process waited out the part timeout."""
+    store = FolderStore(tmp_path / "store")
+    _, other, part = split_checkpoint(tmp_path)
+    write_bytes = store.write_bytes
+
+    def no_marker(key, data, **kwargs):
+        if key.endswith(".uploading.json"):
+            raise ConnectionError("store unreachable")
+        return write_bytes(key, data, **kwargs)
+
+    monkeypatch.setattr(store, "write_bytes", no_marker)
+    with pytest.raises(ConnectionError):
+        upload_part(store, other, 4, part, "machine-1")
+    receipt = json.loads(store.read_bytes(receipt_key("checkpoint-4", "save-1", "machine-1")))
+    assert receipt == {"error": "ConnectionError: store unreachable"}
+    with pytest.raises(
+        CheckpointError, match="machine-1 could not upload its files of checkpoint-4: Connection"
+    ):
+        wait_for_parts(store, "checkpoint-4", part, timeout=0.2)
