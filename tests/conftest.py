@@ -6,6 +6,7 @@ import os
 import socket
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,10 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(
                 "GRPO_RECIPES_GPU_TESTS=1, but torch sees no CUDA GPU; unset it for the CPU suite"
             )
+    # The files with the most slow tests first, each file's tests kept together and in order: under the README's
+    # `-n 2 --dist loadfile` the long files then start early instead of one of them running alone at the end.
+    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.path])
     for item in items:
         gpu = item.get_closest_marker("gpu") is not None
         if gpu and not GPU_TESTS:
