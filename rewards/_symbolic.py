@@ -21,7 +21,7 @@ from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, veri
 from math_verify.errors import TimeoutException
 
 from rewards._fingerprint import fingerprint, surely_different
-from rewards._verifier import CLIENT, REQUEST_TIMEOUT_S, GraderTimeout
+from rewards._verifier import CLIENT, GraderTimeout
 
 MAX_SYMBOLIC_CHARS = 48
 _MAX_DIGITS = 15
@@ -108,9 +108,25 @@ def become_grader_process() -> None:
     _where = "grader process"
 
 
+@lru_cache(maxsize=1)
+def warm_up() -> None:
+    """Pay math-verify's one-time setup (its grammars, sympy's lazy imports: 0.3 s idle, over 1 s on a busy
+    machine) outside any timeout: inside the first one, that answer was graded unparseable for the whole run."""
+    half = parse(r"$\frac{1}{2}$", extraction_config=_EXTRACTION, parsing_timeout=None)
+    verify(half, parse("$0.5$", extraction_config=_EXTRACTION, parsing_timeout=None), timeout_seconds=None)
+
+
 @lru_cache(maxsize=_CACHE_SIZE)
 def _parse(latex: str) -> list:
-    return parse(f"${latex}$", extraction_config=_EXTRACTION, parsing_timeout=_seconds())
+    """math-verify's parse, remembered; [] when it does not parse. A timeout raises TimeoutException and so is
+    not remembered: a busy moment must not leave a gold unparseable for the rest of the run."""
+    warm_up()
+    try:
+        return parse(
+            f"${latex}$", extraction_config=_EXTRACTION, parsing_timeout=_seconds(), raise_on_error=True
+        )
+    except Exception:  # noqa: BLE001 - what math-verify returns [] for; TimeoutException is no Exception
+        return []
 
 
 def _verify(gold: list, pred: list) -> bool:
@@ -128,23 +144,42 @@ def compare_here(gold: str, pred: str) -> bool:
     try:
         return _verify(_parse(gold), _parse(pred))
     except TimeoutException:  # not an Exception subclass
+        _say_timeout(gold, pred)
         return False
 
 
+def _say_timeout(*answers: str) -> None:
+    shown = ", ".join(repr(answer[:80]) for answer in answers)
+    logger.warning("math-verify ran out of time parsing %s (a busy machine?); no match this time.", shown)
+
+
 _FAILED = object()  # what the grader process could not settle in time: no match
+# A request that failed this often is not asked again: each try of an answer too costly to settle costs up to
+# REQUEST_TIMEOUT_S. Once is too few: a busy moment would make a gold unmatchable for the rest of the run.
+_TRIES = 2
+_failures: dict[tuple, int] = {}
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
+def _answer(*message):
+    """The grader process's answer, remembered: a group of samples often gives one answer, and an epoch meets
+    each gold again. A failure raises, and is not remembered here."""
+    return CLIENT.request(*message)
+
+
 def _remote(*message):
-    """The grader process's answer to ``("fingerprint", latex)`` or ``("compare", gold, pred)``, remembered: a
-    group of samples often gives one answer, and an epoch meets each gold again."""
+    """The grader process's answer to ``("fingerprint", latex)`` or ``("compare", gold, pred)``; _FAILED when it
+    fails, and at once for a request that failed ``_TRIES`` times."""
+    if _failures.get(message, 0) >= _TRIES:
+        return _FAILED
     try:
-        return CLIENT.request(*message)
-    except GraderTimeout:
+        return _answer(*message)
+    except GraderTimeout as e:
+        if len(_failures) >= _CACHE_SIZE:
+            _failures.clear()
+        _failures[message] = _failures.get(message, 0) + 1
         shown = ", ".join(repr(part[:80]) for part in message[1:])
-        logger.warning(
-            "The grader process took over %d s on %s %s; no match.", REQUEST_TIMEOUT_S, message[0], shown
-        )
+        logger.warning("The grader process failed on %s %s (%s); no match.", message[0], shown, e)
         return _FAILED
 
 
@@ -171,6 +206,9 @@ def equivalent(gold: str, pred: str, *, cheap_only: bool = False) -> bool:
         if is_cheap(gold) and is_cheap(pred):
             return compare_here(gold, pred)
         return _remote("compare", gold, pred) is True
+    except TimeoutException:  # a parse here, on the main thread (not an Exception subclass)
+        _say_timeout(gold, pred)
+        return False
     except Exception:  # model output must never crash training: log it, grade as wrong
         logger.debug("math-verify failed on gold %r, prediction %r", gold, pred, exc_info=True)
         return False

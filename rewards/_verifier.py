@@ -33,6 +33,10 @@ class GraderTimeout(Exception):
     """The grader process did not answer in time (or died); the answer counts as no match."""
 
 
+class GraderError(GraderTimeout):
+    """The grader process answered with an error (math-verify's own timeout, say): it is kept running."""
+
+
 class _Client:
     """The parent's end: one child per process, started on first use, restarted after a timeout."""
 
@@ -78,6 +82,8 @@ class _Client:
                     self._start()
                 self._conn.send(message)
                 return self._conn.receive(REQUEST_TIMEOUT_S)
+            except GraderError:
+                raise
             except (OSError, EOFError, GraderTimeout) as e:
                 self.stop()
                 raise GraderTimeout(f"grader process: {message[0]} took too long or failed ({e!r})") from None
@@ -97,7 +103,7 @@ class _Pair:
             raise GraderTimeout(f"no answer in {seconds} s")
         status, value = self.reader.recv()
         if status == "error":
-            raise GraderTimeout(value)
+            raise GraderError(value)
         return value
 
     def close(self) -> None:
@@ -112,10 +118,13 @@ atexit.register(CLIENT.stop)
 
 def serve(read_fd: int, write_fd: int) -> None:
     """The child's loop: answer each request until the parent closes its end."""
+    from math_verify.errors import TimeoutException
+
     from rewards import _symbolic
 
     logging.basicConfig(level=logging.WARNING)
     _symbolic.become_grader_process()
+    _symbolic.warm_up()
     reader, writer = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     handlers = {"fingerprint": _symbolic.fingerprint_here, "compare": _symbolic.compare_here}
     writer.send(("ok", "ready"))
@@ -126,5 +135,5 @@ def serve(read_fd: int, write_fd: int) -> None:
             return
         try:
             writer.send(("ok", handlers[operation](*args)))
-        except Exception as e:  # noqa: BLE001 - a bad answer must not end the child; it grades as no match
+        except (Exception, TimeoutException) as e:  # noqa: BLE001 - a bad answer grades as no match, the child goes on
             writer.send(("error", f"{type(e).__name__}: {e}"[:300]))
