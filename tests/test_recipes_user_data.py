@@ -108,3 +108,57 @@ def test_a_question_twice_is_refused_naming_both_lines(tmp_path):
     file = write_jsonl(tmp_path / "test.jsonl", data)
     with pytest.raises(DataError, match=r"test.jsonl line 5: the same question as .*test.jsonl line 2"):
         load(file, split="test")
+
+
+@pytest.mark.parametrize(
+    "readme",
+    [
+        "# My questions\n\nconfigs: none here\n",  # no YAML header at all
+        "---\nlicense: mit\n---\n# My questions\n",  # a header without configs
+        "---\nconfigs: default\n---\n",  # configs, but not the Hub's list of them
+        "---\nconfigs: [\n---\n",  # a header that is not YAML
+    ],
+    ids=["no-header", "no-configs", "configs-not-a-list", "bad-yaml"],
+)
+def test_a_readme_without_a_hub_configs_header_leaves_the_folder_read_as_split_files(tmp_path, readme):
+    """Only a Hub dataset card (a YAML header with a configs: list) makes datasets read the folder its way."""
+    from recipes.tasks.sources import config_names, has_split_files, hub_layout
+
+    write_jsonl(tmp_path / "train.jsonl", rows(3))
+    (tmp_path / "README.md").write_text(readme)
+    assert not hub_layout(tmp_path) and config_names(str(tmp_path)) is None
+    assert has_split_files(str(tmp_path), "train") and not has_split_files(str(tmp_path), "test")
+    assert load(tmp_path)["gold"] == ["1", "2", "3"]
+
+
+def test_the_largest_numbers_read_exactly_pass_and_one_more_is_refused(tmp_path):
+    """A float64 holds every integer up to 2**53 exactly, an int64 up to 2**63 - 1: those bounds are allowed."""
+    file = tmp_path / "train.jsonl"
+    cases = [
+        ([0.5, 2**53], str(float(2**53))),  # beside a float, read as a float: 2**53 keeps its digits
+        ([0.5, -(2**53)], str(float(-(2**53)))),
+        ([1, 2**63 - 1], str(2**63 - 1)),  # integers alone: int64
+    ]
+    for answers, gold in cases:
+        write_jsonl(file, [{"question": f"q{i}?", "answer": a} for i, a in enumerate(answers)])
+        assert load(file)["gold"][-1] == gold
+    for answers in ([0.5, 2**53 + 1], [0.5, -(2**53) - 1], [1, 2**63]):
+        write_jsonl(file, [{"question": f"q{i}?", "answer": a} for i, a in enumerate(answers)])
+        with pytest.raises(DataError, match=rf"line 2: 'answer' is the number {answers[1]}, which"):
+            load(file)
+
+
+def test_a_bad_row_in_a_later_jsonl_shard_is_named_by_that_file_and_line(tmp_path):
+    """Rows run through the shards in order; blank lines are not rows, but they count in line numbers."""
+    texts = [{**r, "answer": str(r["answer"])} for r in rows(6)]  # one type per column, as datasets needs
+    first = tmp_path / "train-00000-of-00002.jsonl"
+    first.write_text("\n".join(json.dumps(r) for r in texts[:3]) + "\n\n\n")
+    second = texts[3:]
+    second[1]["answer"] = "forty-two"
+    (tmp_path / "train-00001-of-00002.jsonl").write_text(
+        "\n" + "\n\n".join(json.dumps(r) for r in second) + "\n"
+    )  # lines 2, 4 and 6 hold its rows: the bad one is line 4
+    with pytest.raises(
+        DataError, match=r"train-00001-of-00002.jsonl line 4: 'answer': gold answer 'forty-two'"
+    ):
+        load(tmp_path)
