@@ -162,3 +162,18 @@ def test_a_bad_row_in_a_later_jsonl_shard_is_named_by_that_file_and_line(tmp_pat
         DataError, match=r"train-00001-of-00002.jsonl line 4: 'answer': gold answer 'forty-two'"
     ):
         load(tmp_path)
+
+
+def test_a_solution_column_is_kept_and_without_one_the_solution_is_the_answer(tmp_path):
+    worked = [{**r, "solution": f"Add one: {r['answer']}."} for r in rows(3)]
+    file = write_jsonl(tmp_path / "test.jsonl", worked)
+    assert load(file, split="test")["solution"] == ["Add one: 1.", "Add one: 2.", "Add one: 3."]
+    write_jsonl(file, [{"question": "Half of 3?", "answer": " 3/2 "}])
+    assert load(file, split="test")["solution"] == ["3/2"]
+
+
+def test_ids_made_for_a_folder_given_as_dot_fall_back_to_the_task_name(tmp_path, monkeypatch):
+    """A source without a file stem (the current folder, ".") still makes ids with a readable prefix."""
+    write_jsonl(tmp_path / "test.jsonl", rows(2))
+    monkeypatch.chdir(tmp_path)
+    assert load(".", split="test")["id"] == ["jsonl-test-00000", "jsonl-test-00001"]
