@@ -268,3 +268,38 @@ def test_evaluate_then_compare_reports_by_subject_and_level(tmp_path, tiny_model
             (1.0 if value == subject else base_accuracy) - base_accuracy
         )
     assert {g["value"] for g in report["groups"]["level"]} == {r["level"] for r in records}
+
+
+def test_levels_are_whole_numbers_1_to_5_or_level_text_and_nothing_else():
+    from recipes.tasks.math import parse_level
+
+    assert [parse_level(v) for v in (1, 5, None, "Level 3", " level 4 ", "Level ?")] == [
+        1,
+        5,
+        None,
+        3,
+        4,
+        None,
+    ]
+    for bad in (0, 6, True, 2.0, "Level 6", "3rd"):  # True == 1 in Python, but it is no level
+        with pytest.raises(DataError, match="is not 1-5 or 'Level N'"):
+            parse_level(bad)
+
+
+def test_exactly_one_percent_of_rows_without_gold_is_still_a_quirk(tmp_path, caplog):
+    rows = [original("algebra", i) for i in range(100)]
+    rows[3] = original("algebra", 3, solution="No box at all.")  # 1 of 100: at MAX_DROPPED_SHARE, not over
+    source = write_jsonl(tmp_path / "test.jsonl", rows)
+    with caplog.at_level(logging.WARNING, logger="recipes.tasks.math"):
+        assert len(load_split({**SECTION, "source": str(source)}, split="test")) == 99
+    assert "dropped 1 of 100 rows" in caplog.text
+
+
+def test_a_hub_source_whose_configs_are_not_math_subjects_must_name_one(tmp_path):
+    rows = [original("algebra", i) for i in range(2)]
+    folder = hub_folder(tmp_path / "other", {"easy": {"test": rows}, "hard": {"test": rows}})
+    with pytest.raises(
+        DataError, match=r"has configs easy, hard and none is a MATH subject; name one with data"
+    ):
+        load_split({**SECTION, "source": str(folder)}, split="test")
+    assert len(load_split({**SECTION, "source": str(folder), "config": "hard"}, split="test")) == 2
