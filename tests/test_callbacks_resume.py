@@ -292,3 +292,28 @@ def test_a_best_pointer_that_is_missing_says_what_to_pass_instead(s3_target, tmp
         CheckpointError, match=r"has no best pointer: .* pass a checkpoint-N or the run prefix"
     ):
         prepare(tmp_path / "fork", None, endpoint, resume=f"{uri}/best")
+
+
+def test_latest_without_a_store_continues_the_run_the_output_folder_belongs_to(tmp_path):
+    out = tmp_path / "out"
+    write_marker(out, "r7", None)
+    seal(make_checkpoint(out, 2), 2, run_id="r7")
+    seal(make_checkpoint(out, 4), 4, run_id="r7")
+    plan = prepare(out, None)
+    assert plan.resume_from == str(out / "checkpoint-4") and plan.run_id == "r7"
+    assert read_marker(out) == "r7"
+
+
+def test_a_good_local_checkpoint_as_new_as_the_stores_is_resumed_in_place(target, tmp_path):
+    """The store's copy of the same step is not downloaded over it, nor uploaded again."""
+    uri, endpoint, store = target
+    source = commit(store, tmp_path, 4)
+    out = tmp_path / "out"
+    write_marker(out, "r1", uri)
+    local = seal(shutil.copytree(source, out / "checkpoint-4"), 4)
+    before = {p.name: p.stat().st_ino for p in local.iterdir()}
+    plan = prepare(out, uri, endpoint)
+    assert plan.resume_from == str(local) and plan.run_id == "r1"
+    assert {p.name: p.stat().st_ino for p in local.iterdir()} == before
+    [remote] = scan_remote(store)
+    assert remote.name == "checkpoint-4" and remote.complete
