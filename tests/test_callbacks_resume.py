@@ -317,3 +317,36 @@ def test_a_good_local_checkpoint_as_new_as_the_stores_is_resumed_in_place(target
     assert {p.name: p.stat().st_ino for p in local.iterdir()} == before
     [remote] = scan_remote(store)
     assert remote.name == "checkpoint-4" and remote.complete
+
+
+def test_an_explicit_run_prefix_resumes_its_newest_checkpoint_that_verifies(tmp_path, caplog):
+    """Another run's prefix (not one checkpoint-N): broken newer checkpoints are skipped, named ones refused."""
+    other = FolderStore(tmp_path / "other")
+    commit(other, tmp_path, 2, run_id="r0")
+    commit(other, tmp_path, 4, run_id="r0")
+    commit(other, tmp_path, 6, run_id="r0")
+    (other.root / "checkpoint-6" / "optimizer.pt").write_bytes(b"x" * 8192)  # same size, other bytes
+    half = make_checkpoint(tmp_path / "half", 8)  # an upload that never reached its manifest
+    other.upload(half / "adapter_model.safetensors", "checkpoint-8/adapter_model.safetensors")
+
+    plan = prepare(tmp_path / "out", None, resume=f"file://{other.root}")
+
+    assert plan.resume_from == str(tmp_path / "out" / "checkpoint-4") and plan.run_id == "r0"
+    assert "checkpoint-8: no manifest (upload never finished)" in caplog.text
+    assert "checkpoint-6 is corrupt: optimizer.pt does not match its SHA-256" in caplog.text
+    with pytest.raises(
+        CheckpointError,
+        match=r"Cannot resume from file://\S+/checkpoint-8: no manifest \(upload never finished\)",
+    ):
+        prepare(tmp_path / "named", None, resume=f"file://{other.root}/checkpoint-8")
+
+
+def test_an_explicit_local_run_folder_resumes_its_newest_good_checkpoint_in_place(tmp_path):
+    run = tmp_path / "run"
+    seal(make_checkpoint(run, 2), 2, run_id="r3")
+    make_checkpoint(run, 4, omit=("optimizer.pt",))
+    plan = prepare(tmp_path / "out", None, resume=str(run))
+    assert plan.resume_from == str(run / "checkpoint-2") and plan.run_id == "r3"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match=r"Cannot resume from \S+empty: no checkpoint-N folders in it$"):
+        prepare(tmp_path / "out2", None, resume=str(tmp_path / "empty"))
