@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import subprocess
+import sys
 
 import pytest
 
 from recipes.data import DataError, load_split
 from recipes.recipe import RecipeError, load_recipe
 from recipes.tasks import TASKS, get_task
-from recipes.tasks.arithmetic import SIZES, split_of
+from recipes.tasks.arithmetic import SIZES, make_rows, split_of, write_splits
 
 SECTION = {"system_prompt": "Be brief.", "source": "unused", "config": None}
 
@@ -222,3 +226,79 @@ def test_a_bad_parquet_row_is_named_by_its_file_and_row(tmp_path):
     )
     with pytest.raises(DataError, match=r"train-00001-of-00002.parquet row 2: 'answer': gold answer 'N/A'"):
         load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
+
+
+def _solve(question: str) -> tuple[int, list[str]]:
+    """The answer of a generated question worked out from its words alone, and the operators it uses."""
+    first, *operations, _ = re.split(r"(?<=\.) ", question)
+    value = int(re.search(r" has (\d+) ", first).group(1))
+    ops = []
+    for sentence in operations:
+        k = int(re.search(r"\d+", sentence).group())
+        op = "+" if sentence.endswith(" more.") else "-"
+        value = value + k if op == "+" else value - k
+        ops.append(op)
+    return value, ops
+
+
+def test_arithmetic_problems_are_small_correct_and_worked_out_line_by_line():
+    rows = make_rows("test", 300)
+    op_counts, starts, operands, ops_seen = set(), set(), set(), []
+    for row in rows:
+        gold, ops = _solve(row["question"])
+        *lines, final = row["answer"].split("\n")
+        assert final == f"#### {gold}" and gold >= 0
+        assert len(lines) == len(ops) in (1, 2)
+        op_counts.add(len(ops))
+        value = int(row["question"].split(" has ")[1].split()[0])
+        starts.add(value)
+        for line, op in zip(lines, ops):
+            a, sign, b, equals, c = line.split()
+            assert (int(a), sign, equals) == (value, op, "=")
+            operands.add(int(b))
+            value = int(a) + int(b) if op == "+" else int(a) - int(b)
+            assert int(c) == value >= 0  # never a negative count of apples
+        assert row["id"] == "arith-" + hashlib.sha256(row["question"].encode()).hexdigest()[:12]
+        ops_seen += ops
+    # Whole numbers 1..10 to start from and to add or take away; both operations about equally often.
+    assert op_counts == {1, 2} and starts == operands == set(range(1, 11))
+    assert 1 / 3 < ops_seen.count("+") / len(ops_seen) < 2 / 3
+
+
+def test_arithmetic_splits_take_80_10_10_percent_of_the_question_hashes():
+    # The module docstring's rule, computed here: the question's SHA-256 as a number, modulo 100.
+    buckets = {"train": range(80), "heldout": range(80, 90), "test": range(90, 100)}
+    for split, share in buckets.items():
+        for row in make_rows(split, 50):
+            assert int(hashlib.sha256(row["question"].encode()).hexdigest(), 16) % 100 in share
+
+
+def test_arithmetic_rows_are_one_seeded_stream_and_write_splits_writes_them(tmp_path):
+    assert make_rows("train", 5) == make_rows("train", 12)[:5]  # a larger size only draws further
+    assert make_rows("train", 5, seed=1) != make_rows("train", 5)
+    with pytest.raises(ValueError, match="split must be one of train, heldout, test, got 'dev'"):
+        make_rows("dev", 5)
+    folder = tmp_path / "new" / "arith"  # parents are made
+    assert write_splits(folder, train=4, heldout=2, test=3, seed=1) == folder
+    assert sorted(p.name for p in folder.iterdir()) == ["heldout.jsonl", "test.jsonl", "train.jsonl"]
+    for split, n in (("train", 4), ("heldout", 2), ("test", 3)):
+        written = [json.loads(line) for line in (folder / f"{split}.jsonl").read_text().splitlines()]
+        assert written == make_rows(split, n, seed=1)
+
+
+def test_the_arithmetic_command_writes_the_problems_a_recipe_reads(tmp_path):
+    """python -m recipes.tasks.arithmetic DIR: the built-in task's splits as files, e.g. to train elsewhere."""
+    from conftest import REPO
+
+    folder = tmp_path / "arith"
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipes.tasks.arithmetic", str(folder)],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and proc.stdout == f"{folder}\n"
+    for split, n in SIZES.items():
+        written = [json.loads(line) for line in (folder / f"{split}.jsonl").read_text().splitlines()]
+        assert written == make_rows(split, n)
