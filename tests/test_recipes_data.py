@@ -142,12 +142,25 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
             "line 2: no 'answer' field",
         ),
         (
+            '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": "  "}\n',
+            "gsm8k",
+            "line 2: the 'answer' field is empty.",
+        ),
+        (
             '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": 18}\n',
             "gsm8k",
             "line 2: the answer has no '#### <number>' final line",
         ),
     ],
-    ids=["empty", "bad-line", "not-an-object", "row-without-answer", "null-answer", "number-answer"],
+    ids=[
+        "empty",
+        "bad-line",
+        "not-an-object",
+        "row-without-answer",
+        "null-answer",
+        "blank-answer",
+        "number-answer",
+    ],
 )
 def test_a_bad_data_file_is_one_error_naming_the_file_and_line(tmp_path, text, task, message):
     source = tmp_path / "train.jsonl"
