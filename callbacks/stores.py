@@ -214,6 +214,13 @@ def open_store(uri: str, endpoint_url: str | None = None) -> Store:
             f"checkpoint.endpoint_url is set ({endpoint_url}) but {uri!r} is not an s3:// URI"
         )
     if parsed.scheme == "file":
+        # urlparse reads file://tmp/runs as host "tmp" and path /runs: the run would write to /runs unannounced.
+        if parsed.netloc not in ("", "localhost"):
+            raise CheckpointError(
+                f"checkpoint URI {uri!r} names a host ({parsed.netloc!r}), which a folder store cannot reach; "
+                f"for the folder /{parsed.netloc}{parsed.path} write file:///{parsed.netloc}{parsed.path} "
+                "(three slashes) or the plain path"
+            )
         return FolderStore(parsed.path)
     if parsed.scheme and len(parsed.scheme) > 1:  # one letter: a Windows drive, a path
         raise CheckpointError(

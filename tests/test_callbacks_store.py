@@ -80,6 +80,11 @@ def test_open_store_parses_uris(tmp_path, monkeypatch):
         CheckpointError, match=r"Unsupported checkpoint URI 'gs://b/p': use s3://bucket/prefix"
     ):
         open_store("gs://b/p")
+    with pytest.raises(
+        CheckpointError, match=r"names a host \('tmp'\).* file:///tmp/runs/a \(three slashes\)"
+    ):
+        open_store("file://tmp/runs/a")  # two slashes: not the folder /runs/a
+    assert open_store(f"file://localhost{tmp_path}/z").root == tmp_path / "z"
     with pytest.raises(CheckpointError, match="names no bucket"):
         open_store("s3:///prefix")
     with pytest.raises(CheckpointError, match="endpoint_url is set .* not an s3:// URI"):
