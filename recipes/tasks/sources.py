@@ -115,10 +115,11 @@ def check_jsonl(file: Path) -> None:
                 continue
             empty = False
             try:
-                row = json.loads(line)
+                # Without its line end: a string cut short would report the newline as an invalid character.
+                row = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as e:
                 raise DataError(
-                    f"{file} line {number} is not valid JSON ({e.msg}): {line.strip()[:80]!r}"
+                    f"{file} line {number} is not valid JSON ({e.msg}: column {e.colno}): {line.strip()[:80]!r}"
                 ) from None
             if not isinstance(row, dict):
                 raise DataError(
