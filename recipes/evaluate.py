@@ -109,6 +109,21 @@ class Evaluation:
         return summary(self.records, self.questions, self.out)
 
 
+def check_context(model_section: dict, prompts: list[list[int]], max_new_tokens: int) -> None:
+    """Refuse completions that would run past the model's context, as run.py does for training: past it the
+    model generates from positions it never saw, and the records would grade that as its answer."""
+    from recipes.planner.shapes import load_model_config
+
+    context = getattr(load_model_config(model_section), "max_position_embeddings", None)
+    longest = max(map(len, prompts))
+    if context and longest + max_new_tokens > context:
+        raise EvaluationError(
+            f"--max-new-tokens {max_new_tokens} after the longest prompt ({longest} tokens) is "
+            f"{longest + max_new_tokens} tokens, but {model_section['name_or_path']} holds at most {context}: "
+            f"use --max-new-tokens {max(context - longest, 1)} or fewer."
+        )
+
+
 def evaluate(
     recipe,
     out: str | Path,
@@ -199,6 +214,7 @@ def evaluate(
             compiled=engine == "hf" and use_compiled_generation(recipe),
         )
         prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
+        check_context(recipe.config["model"], prompts, decoding.max_new_tokens)
         if engine == "hf":
             generator.size_cache(prompts)
         style = format_style(recipe.config["rewards"])

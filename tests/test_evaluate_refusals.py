@@ -40,6 +40,10 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_a_model_loads(tmp_
         (["gsm8k_tiny", "--top-p", "0"], "0 < top_p <= 1"),
         (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'accelerate'}"], "No test split in"),
         (["gsm8k_tiny", "--questions", "500"], "--questions 500 but the split has 100 questions"),
+        (
+            ["gsm8k_tiny", "--questions", "1", "--max-new-tokens", "5000"],
+            "but builtin:tiny-llama holds at most 1024: use",
+        ),
     ],
 )
 def test_user_errors_exit_2_with_a_message(capsys, tmp_path, argv, message):
