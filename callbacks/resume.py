@@ -142,14 +142,19 @@ class Resolver:
         if any(isinstance(c, LocalCheckpoint) for c in taken):
             runs.add(read_marker(self.output_dir) or "unknown")
         runs = sorted(runs)
-        places = [self.store.uri] if any(isinstance(c, RemoteCheckpoint) for c in taken) else []
-        places += (
-            [f"output_dir {self.output_dir}"] if any(isinstance(c, LocalCheckpoint) for c in taken) else []
-        )
+        remote = [c for c in taken if isinstance(c, RemoteCheckpoint)]
+        local = [c for c in taken if isinstance(c, LocalCheckpoint)]
+        if remote and local:  # name each place's own: a step in both would otherwise read as listed twice
+            where = (
+                f"{self.store.uri} and output_dir {self.output_dir} already have checkpoints of run "
+                f"{', '.join(runs)} ({_names(remote)} in the store; {_names(local)} in output_dir)"
+            )
+        else:
+            place = self.store.uri if remote else f"output_dir {self.output_dir}"
+            where = f"{place} already has checkpoints of run {', '.join(runs)} ({_names(taken)})"
         if not self.overwrite:
             raise CheckpointError(
-                f"{why}, but {' and '.join(places)} already has checkpoints of run {', '.join(runs)} "
-                f"({_names(taken)}). "
+                f"{why}, but {where}. "
                 "To continue that run, use checkpoint.resume=latest (and no other run_id); to clear them (deleted; "
                 f"a local folder holding files its manifest does not list is moved to {SYNC_DIR}/{QUARANTINE}/) and "
                 f"{'go on from there' if why.startswith('resuming at') else 'start over'}, set "

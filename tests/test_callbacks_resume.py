@@ -170,6 +170,21 @@ def seal(folder, step, run_id="r1"):
     return folder
 
 
+def test_a_refused_rewind_names_the_checkpoints_of_the_store_and_of_output_dir_apart(s3_target, tmp_path):
+    uri, endpoint, store = s3_target
+    commit(store, tmp_path, 2)
+    commit(store, tmp_path, 4)
+    out = tmp_path / "out"
+    write_marker(out, "r1", uri)
+    make_checkpoint(out, 4)  # the run's own copy of the store's checkpoint-4: one step, two places
+    with pytest.raises(
+        CheckpointError,
+        match=r"resuming at step 2, but s3://\S+/run and output_dir \S+ already have checkpoints of run r1 "
+        r"\(checkpoint-4 in the store; checkpoint-4 in output_dir\)\. ",
+    ):
+        prepare(out, uri, endpoint, resume=f"{uri}/checkpoint-2")
+
+
 def test_the_seal_callback_writes_a_manifest_that_verifies_the_local_copy(tmp_path):
     folder = make_checkpoint(tmp_path, 2)
     args, state, control = trainer_objects(tmp_path, 2)
