@@ -69,8 +69,12 @@ def test_an_answer_the_grader_cannot_read_stops_the_load_naming_its_line(tmp_pat
     write_jsonl(folder / "train.jsonl", [{"question": "q", "answer": "1"}, {"question": "q2"}])
     with pytest.raises(DataError, match=r"train.jsonl line 2: no 'answer' field; every row needs one\."):
         load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
-    dup = write_jsonl(tmp_path / "dup.jsonl", [{"question": "a", "answer": "1", "id": 1}] * 2)
-    with pytest.raises(DataError, match="repeats ids"):
+    dup = write_jsonl(
+        tmp_path / "dup.jsonl", [{"question": f"q{i}", "answer": "1", "id": i % 2} for i in range(3)]
+    )
+    with pytest.raises(
+        DataError, match=r"dup.jsonl line 3: id '0' again, first at \S+dup.jsonl line 1; ids must"
+    ):
         load_split({**SECTION, "task": "jsonl", "source": str(dup)}, split="train")
 
 

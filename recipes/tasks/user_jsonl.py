@@ -48,8 +48,13 @@ def rows(data: dict, split: str):
         }
 
     out = raw.map(convert, with_indices=True, remove_columns=["answer"])
-    if has_id and len(set(out["id"])) < len(out):
-        raise DataError(f"{source} ({split}): the id column repeats ids; ids must be unique.")
+    first_with_id: dict[str, int] = {}
+    for index, row_id in enumerate(out["id"] if has_id else ()):
+        if (seen := first_with_id.setdefault(row_id, index)) != index:
+            raise DataError(
+                f"{row_place(source, split, index)}: id {row_id!r} again, first at {row_place(source, split, seen)}; "
+                "ids must be unique (renumber the rows, or drop the id column: ids are then made from file and row)."
+            )
     first: dict[str, int] = {}
     for index, question in enumerate(out["question"]):
         # A question twice counts twice in every accuracy, and twice with two golds grades one of them wrong.
