@@ -85,7 +85,10 @@ def fetch_checkpoint(
     )
     for folder in checkpoints:
         problems = adapter_problems(folder)
-        if not problems:
+        if not problems:  # a run folder without its final adapter: an unfinished run, so say which step
+            logger.info(
+                "%s holds no final adapter (unfinished run?): using its newest usable %s", path, folder.name
+            )
             return folder
         logger.warning("Skipping %s: %s", folder, "; ".join(problems))
     raise CheckpointError(f"{path} holds no adapter and no usable checkpoint-N folder")

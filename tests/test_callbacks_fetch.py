@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from _callbacks_helpers import make_checkpoint, s3_bucket
 
@@ -67,11 +69,15 @@ def test_specific_checkpoint_into_dest(run, tmp_path):
         fetch_checkpoint(f"{s3.uri('run')}/checkpoint-6", endpoint_url=s3.endpoint)
 
 
-def test_local_paths(tmp_path):
+def test_local_paths(tmp_path, caplog):
     out = tmp_path / "out"
     make_checkpoint(out, 2)
     make_checkpoint(out, 4, omit=("adapter_model.safetensors",))
-    assert fetch_checkpoint(out) == out / "checkpoint-2"  # the newest folder with weights
+    with caplog.at_level(logging.INFO, logger="callbacks"):
+        assert fetch_checkpoint(out) == out / "checkpoint-2"  # the newest folder with weights
+    assert (
+        f"{out} holds no final adapter (unfinished run?): using its newest usable checkpoint-2" in caplog.text
+    )
     assert fetch_checkpoint(out / "checkpoint-2") == out / "checkpoint-2"
     with pytest.raises(CheckpointError, match=r"checkpoint-4 has no usable weights: no model weights"):
         fetch_checkpoint(out / "checkpoint-4")
