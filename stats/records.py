@@ -124,16 +124,15 @@ def load_records(path: str | Path) -> ModelRecords:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
+            problem = f"{err.msg.removesuffix(' at')} at column {err.colno}"  # not "starting at at column"
             if lineno == len(lines) and not text.endswith("\n"):  # the writer stopped mid-line
                 errors.append(
-                    f"{where}: the last line is cut off ({err.msg} at column {err.colno}): was the evaluation "
+                    f"{where}: the last line is cut off ({problem}): was the evaluation "
                     "stopped while writing? Re-running recipes/evaluate.py with the same arguments repairs the "
                     "line and completes the file."
                 )
                 continue
-            errors.append(
-                f"{where}: not valid JSON ({err.msg} at column {err.colno}); expected e.g. {_EXAMPLE}."
-            )
+            errors.append(f"{where}: not valid JSON ({problem}); expected e.g. {_EXAMPLE}.")
             continue
         problem = _check_record(obj, where)
         if problem:

@@ -128,12 +128,12 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
         (
             '{"question": "q", "answer": "a #### 1"}\nnot json\n',
             "gsm8k",
-            "line 2 is not valid JSON (Expecting value: column 1)",
+            "line 2 is not valid JSON (Expecting value at column 1)",
         ),
         (
             '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": "a #### \n',
             "gsm8k",
-            "line 2 is not valid JSON (Unterminated string starting at: column 29)",
+            "line 2 is not valid JSON (Unterminated string starting at column 29)",
         ),
         ('["q", "a"]\n', "jsonl", "line 1 is not a JSON object with named fields"),
         (

@@ -37,6 +37,10 @@ def test_counts_per_question_and_blank_lines_skipped(tmp_path):
     ("line", "expected"),
     [
         ('{"id": "a", "sample": 0, "correct": tru}', "line 2: not valid JSON"),
+        (
+            '{"id": "a", "sample": 0, "pred": "3',
+            "line 2: not valid JSON (Unterminated string starting at column 34)",
+        ),
         ('["a", 0, true]', "line 2: expected a JSON object"),
         ('{"id": "a", "sample": 1, "is_correct": true}', "missing required key 'correct'"),
         ('{"id": 7, "sample": 1, "correct": true}', '"id" must be a non-empty string'),

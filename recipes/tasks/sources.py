@@ -118,8 +118,9 @@ def check_jsonl(file: Path) -> None:
                 # Without its line end: a string cut short would report the newline as an invalid character.
                 row = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as e:
+                problem = f"{e.msg.removesuffix(' at')} at column {e.colno}"  # not "starting at at column"
                 raise DataError(
-                    f"{file} line {number} is not valid JSON ({e.msg}: column {e.colno}): {line.strip()[:80]!r}"
+                    f"{file} line {number} is not valid JSON ({problem}): {line.strip()[:80]!r}"
                 ) from None
             if not isinstance(row, dict):
                 raise DataError(
