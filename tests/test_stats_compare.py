@@ -262,3 +262,56 @@ def test_a_different_system_prompt_is_refused_like_different_decoding(capsys, ca
     # Records written before prompt_sha was recorded still load and compare, unchecked on the prompt.
     old = write_records(tmp_path / "old.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=sampled)
     assert run_compare(capsys, base, old)[0] == 0
+
+
+def test_defaults_are_three_examples_and_100000_monte_carlo_assignments_from_seed_0(
+    capsys, tmp_path, monkeypatch
+):
+    """The documented defaults (--help, compare()'s signature), both from the command line and from Python."""
+    from stats import paired
+    from stats.compare import compare
+
+    monkeypatch.setattr(paired, "_EXACT_MAX_CELLS", 1)  # too small to enumerate: the Monte Carlo fallback
+    # Five questions both models get right, five both get wrong, three the tuned model gets right.
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([2] * 5 + [0] * 8, 2))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2] * 5 + [0] * 5 + [2] * 3, 2))
+    swaps = tmp_path / "swaps.md"
+    code, out, _ = run_compare(capsys, base, tuned, "--swaps", swaps)
+    assert code == 0
+    assert "Monte Carlo over 100000 random sign assignments (seed 0)" in out
+    assert run_compare(capsys, base, tuned, "--seed", "0", "--resamples", "100000")[1] == out
+    text = swaps.read_text()
+    for group in ("Both right", "Both wrong"):
+        section = text.split(f"## {group} (up to 3 examples)")[1].split("\n## ")[0]
+        assert section.count("### q") == 3
+    api_swaps = tmp_path / "api.md"
+    comparison = compare(base, tuned, swaps=api_swaps)
+    assert "Monte Carlo over 100000 random sign assignments (seed 0)" in comparison.tests["sign_flip"].method
+    assert api_swaps.read_text() == text
+
+
+def test_the_python_api_refuses_by_default_what_the_command_line_refuses_without_its_flags(tmp_path):
+    """compare() has the command line's defaults: no --intersect, no --different-decoding."""
+    from stats.compare import compare
+    from stats.records import InputError
+
+    sampled = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0, 1, 1], 1), extra=sampled)
+    fewer = write_records(tmp_path / "f.jsonl", outcomes_from_counts([1, 1, 1], 1), extra=sampled)
+    with pytest.raises(InputError, match="cover different questions: 1 of 4 differ"):
+        compare(base, fewer)
+    assert compare(base, fewer, intersect=True).ids == ["q00", "q01", "q02"]
+    greedy = {**sampled, "temperature": 0.0}
+    other = write_records(tmp_path / "g.jsonl", outcomes_from_counts([1, 1, 1, 0], 1), extra=greedy)
+    with pytest.raises(InputError, match="different decoding"):
+        compare(base, other)
+    assert compare(base, other, different_decoding=True).ids == ["q00", "q01", "q02", "q03"]
+
+
+def test_an_output_that_cannot_be_written_exits_1_with_one_line_and_no_report(
+    capsys, reference_files, tmp_path
+):
+    too_long = tmp_path / ("s" * 300 + ".md")  # longer than any file name may be (255 bytes)
+    code, out, err = run_compare(capsys, *reference_files, "--swaps", too_long)
+    assert code == 1 and out == ""
+    assert err.startswith("error: cannot write output: ") and "File name too long" in err
