@@ -13,7 +13,7 @@ import pytest
 from recipes.data import DataError, load_split
 from recipes.recipe import RecipeError, load_recipe
 from recipes.tasks import TASKS, get_task
-from recipes.tasks.arithmetic import SIZES, make_rows, split_of, write_splits
+from recipes.tasks.arithmetic import SIZES, make_rows, split_of, write_split, write_splits
 
 SECTION = {"system_prompt": "Be brief.", "source": "unused", "config": None}
 
@@ -288,6 +288,7 @@ def test_arithmetic_rows_are_one_seeded_stream_and_write_splits_writes_them(tmp_
     for split, n in (("train", 4), ("heldout", 2), ("test", 3)):
         written = [json.loads(line) for line in (folder / f"{split}.jsonl").read_text().splitlines()]
         assert written == make_rows(split, n, seed=1)
+    assert write_split(folder, "test", 2) == folder / "test.jsonl"  # the file it wrote
 
 
 def test_the_arithmetic_command_writes_the_problems_a_recipe_reads(tmp_path):
