@@ -288,7 +288,12 @@ def test_arithmetic_rows_are_one_seeded_stream_and_write_splits_writes_them(tmp_
     for split, n in (("train", 4), ("heldout", 2), ("test", 3)):
         written = [json.loads(line) for line in (folder / f"{split}.jsonl").read_text().splitlines()]
         assert written == make_rows(split, n, seed=1)
-    assert write_split(folder, "test", 2) == folder / "test.jsonl"  # the file it wrote
+    assert (
+        write_split(folder, "test", 2) == folder / "test.jsonl"
+    )  # the file it wrote, with seed 0 by default
+    assert [json.loads(line) for line in (folder / "test.jsonl").read_text().splitlines()] == make_rows(
+        "test", 2
+    )
 
 
 def test_the_arithmetic_command_writes_the_problems_a_recipe_reads(tmp_path):
