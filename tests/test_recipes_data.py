@@ -152,9 +152,22 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
             "line 2: the 'answer' field is empty.",
         ),
         (
-            '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": 18}\n',
+            '{"question": "r", "answer": 18}\n',
             "gsm8k",
-            "line 2: the answer has no '#### <number>' final line",
+            "line 1: the answer has no '#### <number>' final line",
+        ),
+        (
+            '{"question": "q", "answer": 1, "id": "a"}\n\n{"question": "r", "answer": "3.10", "id": "007"}\n',
+            "jsonl",
+            (
+                "'answer' is text on line 3 but 1 on line 1; read together, text such as \"007\" would become 7. "
+                'Write every \'answer\' as text, e.g. "answer": "1" on line 1.'
+            ),
+        ),
+        (
+            '{"question": "q", "answer": "1", "id": "x"}\n{"question": "r", "answer": "2", "id": 5}\n',
+            "jsonl",
+            "'id' is text on line 1 but 5 on line 2",
         ),
     ],
     ids=[
@@ -166,6 +179,8 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
         "null-answer",
         "blank-answer",
         "number-answer",
+        "text-and-number-answers",
+        "text-and-number-ids",
     ],
 )
 def test_a_bad_data_file_is_one_error_naming_the_file_and_line(tmp_path, text, task, message):

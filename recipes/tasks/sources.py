@@ -93,15 +93,16 @@ EXACT_INTEGERS, INT64 = 2**53, 2**63 - 1
 
 def check_jsonl(file: Path) -> None:
     """A DataError naming the file and line when a JSONL file is empty, a line is not UTF-8 or not a JSON object,
-    or an answer or id is a number that reading would change.
+    or an answer or id is a number that reading would change, or is text on some lines and not on others.
 
-    ``datasets`` reports the first two as a traceback without the line and changes the last silently; reading the
-    file once first costs little.
+    ``datasets`` reports the first two as a traceback without the line and changes the others silently; reading
+    the file once first costs little.
     """
     import json
 
-    # Whether any row was read; the fields holding a float; field -> (line, value) of its first big integer.
-    empty, floats, large = True, set(), {}
+    # Whether any row was read; the fields holding a float; field -> (line, value) of its first big integer;
+    # field -> {is text: (line, value)} of its first value of each kind.
+    empty, floats, large, kinds = True, set(), {}, {}
     with open(file, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -128,12 +129,24 @@ def check_jsonl(file: Path) -> None:
                 )
             for field in TEXT_FIELDS:
                 value = row.get(field)
+                if value is not None:
+                    kinds.setdefault(field, {}).setdefault(isinstance(value, str), (number, value))
                 if isinstance(value, float):
                     floats.add(field)
                 elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > EXACT_INTEGERS:
                     large.setdefault(field, (number, value))
     if empty:
         raise DataError(f"{file} is empty: a JSONL data file holds one JSON object per line.")
+    for field, seen in kinds.items():
+        if (
+            len(seen) == 2
+        ):  # datasets types such a column as JSON and decodes its text: "007" -> 7, "1e3" -> 1000.0
+            (text_line, _), (line, value) = seen[True], seen[False]
+            raise DataError(
+                f"{file}: {field!r} is text on line {text_line} but {json.dumps(value)[:40]} on line {line}; read "
+                'together, text such as "007" would become 7. Write every '
+                f'{field!r} as text, e.g. "{field}": {json.dumps(json.dumps(value))[:60]} on line {line}.'
+            )
     for field, (number, value) in large.items():
         if field in floats or abs(value) > INT64:
             raise DataError(
