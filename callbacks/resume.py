@@ -145,13 +145,12 @@ class Resolver:
         remote = [c for c in taken if isinstance(c, RemoteCheckpoint)]
         local = [c for c in taken if isinstance(c, LocalCheckpoint)]
         if remote and local:  # name each place's own: a step in both would otherwise read as listed twice
-            where = (
-                f"{self.store.uri} and output_dir {self.output_dir} already have checkpoints of run "
-                f"{', '.join(runs)} ({_names(remote)} in the store; {_names(local)} in output_dir)"
-            )
+            places, have = f"{self.store.uri} and output_dir {self.output_dir}", "have"
+            listed = f"{_names(remote)} in the store; {_names(local)} in output_dir"
         else:
-            place = self.store.uri if remote else f"output_dir {self.output_dir}"
-            where = f"{place} already has checkpoints of run {', '.join(runs)} ({_names(taken)})"
+            places, have = self.store.uri if remote else f"output_dir {self.output_dir}", "has"
+            listed = _names(taken)
+        where = f"{places} already {have} checkpoints of run {', '.join(runs)} ({listed})"
         if not self.overwrite:
             raise CheckpointError(
                 f"{why}, but {where}. "
@@ -160,9 +159,7 @@ class Resolver:
                 f"{'go on from there' if why.startswith('resuming at') else 'start over'}, set "
                 "checkpoint.overwrite=true; or choose another checkpoint.uri or trainer.output_dir."
             )
-        logger.warning(
-            "checkpoint.overwrite=true: clearing %s (run %s) for %s", _names(taken), ", ".join(runs), why
-        )
+        logger.warning("checkpoint.overwrite=true: clearing %s (run %s) for %s", listed, ", ".join(runs), why)
         for c in taken:
             if isinstance(c, RemoteCheckpoint):
                 delete_checkpoint(self.store, c)

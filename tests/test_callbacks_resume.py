@@ -170,7 +170,9 @@ def seal(folder, step, run_id="r1"):
     return folder
 
 
-def test_a_refused_rewind_names_the_checkpoints_of_the_store_and_of_output_dir_apart(s3_target, tmp_path):
+def test_a_refused_rewind_names_the_checkpoints_of_the_store_and_of_output_dir_apart(
+    s3_target, tmp_path, caplog
+):
     uri, endpoint, store = s3_target
     commit(store, tmp_path, 2)
     commit(store, tmp_path, 4)
@@ -183,6 +185,11 @@ def test_a_refused_rewind_names_the_checkpoints_of_the_store_and_of_output_dir_a
         r"\(checkpoint-4 in the store; checkpoint-4 in output_dir\)\. ",
     ):
         prepare(out, uri, endpoint, resume=f"{uri}/checkpoint-2")
+    prepare(out, uri, endpoint, resume=f"{uri}/checkpoint-2", overwrite=True)  # the overwrite's log, alike
+    assert (
+        "clearing checkpoint-4 in the store; checkpoint-4 in output_dir (run r1) for resuming at step 2"
+        in (caplog.text)
+    )
 
 
 def test_the_seal_callback_writes_a_manifest_that_verifies_the_local_copy(tmp_path):
