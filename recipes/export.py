@@ -30,17 +30,13 @@ class ExportError(UserError):
 
 
 def base_model_section(adapter: Path) -> dict:
-    """The ``model:`` section to load the base with: the training recipe's (saved beside the adapter), else
-    the adapter config's base model."""
-    import yaml
+    """The ``model:`` section to load the base with (``recipes.model.adapter_base_section``)."""
+    from recipes.model import adapter_base_section
 
-    for recipe in (adapter / "recipe.yaml", adapter.parent / "recipe.yaml"):
-        if recipe.is_file():
-            return yaml.safe_load(recipe.read_text(encoding="utf-8"))["model"]
-    base = json.loads((adapter / "adapter_config.json").read_text()).get("base_model_name_or_path")
-    if not base:
+    section = adapter_base_section(adapter)
+    if section is None:
         raise ExportError(f"{adapter}: no recipe.yaml and no base_model_name_or_path in adapter_config.json.")
-    return {"name_or_path": base, "dtype": "auto", "revision": None, "trust_remote_code": False}
+    return section
 
 
 def merged_card(name: str, source: str, base: str, folder: Path) -> str:

@@ -6,6 +6,7 @@ Training and evaluation load through here, so both see the same dtype, quantizat
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
@@ -104,3 +105,22 @@ def load_model_and_tokenizer(model: dict, *, device_index: int | None = None):
     base = load_model(model, device_index=device_index)
     base.generation_config.pad_token_id = tokenizer.pad_token_id
     return base, tokenizer
+
+
+def adapter_base_section(adapter: Path) -> dict | None:
+    """The ``model:`` section an adapter was trained from: its run's recipe.yaml (saved beside the adapter, or in
+    the run folder above a checkpoint), else the adapter config's base model; None when neither says."""
+    import json
+
+    import yaml
+
+    for recipe in (adapter / "recipe.yaml", adapter.parent / "recipe.yaml"):
+        if recipe.is_file():
+            return yaml.safe_load(recipe.read_text(encoding="utf-8"))["model"]
+    config = adapter / "adapter_config.json"
+    base = json.loads(config.read_text()).get("base_model_name_or_path") if config.is_file() else None
+    return (
+        {"name_or_path": base, "dtype": "auto", "revision": None, "trust_remote_code": False}
+        if base
+        else None
+    )

@@ -131,3 +131,20 @@ def test_resuming_checks_the_system_prompt_but_resumes_files_written_before_it_w
     other_settings = record_settings(other, None, 0, "test", "samples/gsm8k_test_sample.jsonl", decoding)
     with pytest.raises(EvaluationError, match=r"refusing to append \(prompt_sha: file has '[0-9a-f]{12}'"):
         check_resumable(written, other_settings, tmp_path / "base.jsonl")
+
+
+def test_an_adapter_of_another_base_model_is_refused_naming_that_base(tmp_path, capsys):
+    """The refusal said only "Set model.name_or_path to the adapter's base model", not which one that is."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    shape = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}
+    other = LlamaForCausalLM(
+        LlamaConfig(vocab_size=512, num_key_value_heads=4, **shape)
+    )  # gsm8k_tiny's has 2
+    adapter = tmp_path / "adapter"
+    get_peft_model(other, LoraConfig(r=4, target_modules=["k_proj"])).save_pretrained(adapter)
+    (adapter / "recipe.yaml").write_text("model:\n  name_or_path: org/other-base\n")
+    code, _, err = run(capsys, "gsm8k_tiny", "--adapter", adapter, "--out", tmp_path / "x.jsonl")
+    assert code == 2 and "Cannot apply the adapter" in err
+    assert "It was trained from org/other-base: set model.name_or_path to that" in err

@@ -274,7 +274,7 @@ def load_generator(
         merged: ``hf`` with an adapter: generate with it merged, as training does (``lora.merged_generation``).
         compiled: ``hf``: decode with a static cache and a compiled step (``model.compiled_generation``).
     """
-    from recipes.model import load_model_and_tokenizer, load_tokenizer
+    from recipes.model import adapter_base_section, load_model_and_tokenizer, load_tokenizer
 
     if engine == "vllm":
         require_vllm()
@@ -291,9 +291,12 @@ def load_generator(
         try:
             base = PeftModel.from_pretrained(base, str(adapter))
         except (RuntimeError, ValueError, KeyError) as e:
+            base = (adapter_base_section(Path(adapter)) or {}).get(
+                "name_or_path"
+            ) or "the adapter's base model"
             raise EvaluationError(
-                f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {e}. Was it trained from "
-                "this recipe's base model? Set model.name_or_path to the adapter's base model."
+                f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {e}. It was trained from "
+                f"{base}: set model.name_or_path to that, or evaluate with the recipe it was trained with."
             ) from None
         if merged:
             from recipes.merged_lora import merge_adapters
