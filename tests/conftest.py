@@ -6,7 +6,6 @@ import os
 import socket
 import sys
 import tempfile
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ os.environ.setdefault("GRPO_RECIPES_CACHE", str(Path(tempfile.gettempdir()) / "g
 # Under pytest-xdist (the README's `-n 2`), one thread per worker and per process it launches: two workers of torch's
 # default thread count on 2 cores thrash, and a launched run would otherwise take accelerate's 2 threads per process.
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 GPU_TESTS = os.environ.get("GRPO_RECIPES_GPU_TESTS") == "1"
 if not GPU_TESTS:
     os.environ["CUDA_VISIBLE_DEVICES"] = ""
@@ -38,10 +37,6 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(
                 "GRPO_RECIPES_GPU_TESTS=1, but torch sees no CUDA GPU; unset it for the CPU suite"
             )
-    # The files with the most slow tests first, each file's tests kept together and in order: under the README's
-    # `-n 2 --dist loadfile` the long files then start early instead of one of them running alone at the end.
-    slow = Counter(item.path for item in items if item.get_closest_marker("slow"))
-    items.sort(key=lambda item: -slow[item.path])
     for item in items:
         gpu = item.get_closest_marker("gpu") is not None
         if gpu and not GPU_TESTS:
