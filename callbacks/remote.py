@@ -216,7 +216,9 @@ def commit_checkpoint(
         _repair(store, folder, name, manifest, existing, others)
         return False
     earlier = _marked(store, name, existing)  # what an unfinished upload of ours left here
-    set_aside_theirs(store, RemoteCheckpoint(name, manifest["step"], existing), manifest["files"])
+    # The other machines' names are theirs to clear (upload_part): a listing taken here may predate their upload.
+    mine = [rel for rel in manifest["files"] if rel not in others]
+    set_aside_theirs(store, RemoteCheckpoint(name, manifest["step"], existing), mine)
     marker = {"run_id": manifest["run_id"], "files": sorted(earlier | set(manifest["files"]))}
     store.write_bytes(f"{name}/{UPLOAD_MARKER}", json.dumps(marker).encode())
     total = sum(entry["size"] for entry in manifest["files"].values())

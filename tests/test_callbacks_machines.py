@@ -136,6 +136,27 @@ def test_a_users_file_where_another_machine_uploads_is_moved_aside_not_overwritt
     assert "holds rng_state_1.pth, not written by this project" in caplog.text
 
 
+def test_the_main_process_leaves_another_machines_names_to_it_even_when_it_listed_first(tmp_path):
+    """The main process's listing predated the other machine's upload: it moved that machine's freshly uploaded
+    file to quarantine/ as a user's, and the commit failed with the file missing."""
+    store = FolderStore(tmp_path / "store")
+    main, other, part = split_checkpoint(tmp_path)
+    store.write_bytes("checkpoint-4/rng_state_1.pth", b"my notes")
+    real_list, raced = store.list, []
+
+    def other_machine_uploads_right_after_the_main_lists(prefix=""):
+        listing = real_list(prefix)
+        if prefix == "checkpoint-4" and not raced:
+            raced.append("machine-1")  # before its upload, which lists the folder too
+            upload_part(store, other, 4, part, "machine-1")
+        return listing
+
+    store.list = other_machine_uploads_right_after_the_main_lists
+    publish_staged(store, main, 4, RUN, world_size=2, part=part)
+    assert raced and scan_remote(store)[0].complete
+    assert [store.read_bytes(k) for k in real_list("quarantine")] == [b"my notes"]
+
+
 def test_a_machine_whose_store_fails_before_its_upload_says_so_in_its_receipt(tmp_path, monkeypatch):
     """A failed write of its upload marker left no receipt: the main process waited out the part timeout."""
     store = FolderStore(tmp_path / "store")
