@@ -15,7 +15,9 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from functools import lru_cache
+from itertools import product
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
@@ -130,7 +132,16 @@ def _parse(latex: str) -> list:
 
 
 def _verify(gold: list, pred: list) -> bool:
-    return bool(gold and pred and verify(gold, pred, timeout_seconds=_seconds()))
+    """math-verify's verify, pair by pair as it compares (an error on one pair is no match for that pair), except
+    that a timeout raises TimeoutException: math-verify would call it no match, and the grader process's answer
+    is remembered."""
+    for g, p in product(gold, pred):
+        try:
+            if verify(g, p, timeout_seconds=_seconds(), raise_on_error=True):
+                return True
+        except Exception:  # noqa: BLE001, S112 - as math-verify does; TimeoutException is no Exception
+            continue
+    return False
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -144,20 +155,22 @@ def compare_here(gold: str, pred: str) -> bool:
     try:
         return _verify(_parse(gold), _parse(pred))
     except TimeoutException:  # not an Exception subclass
+        if _where == "grader process":
+            raise  # an error reply, which the asking process does not remember
         _say_timeout(gold, pred)
         return False
 
 
 def _say_timeout(*answers: str) -> None:
     shown = ", ".join(repr(answer[:80]) for answer in answers)
-    logger.warning("math-verify ran out of time parsing %s (a busy machine?); no match this time.", shown)
+    logger.warning("math-verify ran out of time on %s (a busy machine?); no match this time.", shown)
 
 
 _FAILED = object()  # what the grader process could not settle in time: no match
-# A request that failed this often is not asked again: each try of an answer too costly to settle costs up to
-# REQUEST_TIMEOUT_S. Once is too few: a busy moment would make a gold unmatchable for the rest of the run.
-_TRIES = 2
-_failures: dict[tuple, int] = {}
+# After a failure the same request is not asked again for this long: an answer too costly to settle then costs
+# REQUEST_TIMEOUT_S at most once a period, and a gold that failed in a busy moment is graded again after it.
+RETRY_AFTER_S = 30.0
+_failed_at: dict[tuple, float] = {}
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
@@ -169,15 +182,15 @@ def _answer(*message):
 
 def _remote(*message):
     """The grader process's answer to ``("fingerprint", latex)`` or ``("compare", gold, pred)``; _FAILED when it
-    fails, and at once for a request that failed ``_TRIES`` times."""
-    if _failures.get(message, 0) >= _TRIES:
+    fails, and at once for RETRY_AFTER_S after a failure."""
+    if message in _failed_at and time.monotonic() - _failed_at[message] < RETRY_AFTER_S:
         return _FAILED
     try:
         return _answer(*message)
     except GraderTimeout as e:
-        if len(_failures) >= _CACHE_SIZE:
-            _failures.clear()
-        _failures[message] = _failures.get(message, 0) + 1
+        if len(_failed_at) >= _CACHE_SIZE:
+            _failed_at.clear()
+        _failed_at[message] = time.monotonic()
         shown = ", ".join(repr(part[:80]) for part in message[1:])
         logger.warning("The grader process failed on %s %s (%s); no match.", message[0], shown, e)
         return _FAILED
@@ -200,8 +213,11 @@ def equivalent(gold: str, pred: str, *, cheap_only: bool = False) -> bool:
     if _TOWER.search(gold) or _TOWER.search(pred):
         return False  # 9^{9^{9^9}}: no process can evaluate it, so no process is asked to
     try:
-        gold_print, pred_print = _print(gold), _print(pred)
-        if gold_print is _FAILED or pred_print is _FAILED or surely_different(gold_print, pred_print):
+        gold_print = _print(gold)
+        if gold_print is _FAILED:
+            return False
+        pred_print = _print(pred)
+        if pred_print is _FAILED or surely_different(gold_print, pred_print):
             return False
         if is_cheap(gold) and is_cheap(pred):
             return compare_here(gold, pred)
