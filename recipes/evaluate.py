@@ -117,10 +117,13 @@ def check_context(model_section: dict, prompts: list[list[int]], max_new_tokens:
     context = getattr(load_model_config(model_section), "max_position_embeddings", None)
     longest = max(map(len, prompts))
     if context and longest + max_new_tokens > context:
+        room = (
+            f"use --max-new-tokens {context - longest} or fewer" if longest < context
+            else "the prompt alone fills it: use shorter questions or a longer-context model"
+        )  # fmt: skip
         raise EvaluationError(
             f"--max-new-tokens {max_new_tokens} after the longest prompt ({longest} tokens) is "
-            f"{longest + max_new_tokens} tokens, but {model_section['name_or_path']} holds at most {context}: "
-            f"use --max-new-tokens {max(context - longest, 1)} or fewer."
+            f"{longest + max_new_tokens} tokens, but {model_section['name_or_path']} holds at most {context}: {room}."
         )
 
 

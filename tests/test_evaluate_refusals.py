@@ -148,3 +148,18 @@ def test_an_adapter_of_another_base_model_is_refused_naming_that_base(tmp_path, 
     code, _, err = run(capsys, "gsm8k_tiny", "--adapter", adapter, "--out", tmp_path / "x.jsonl")
     assert code == 2 and "Cannot apply the adapter" in err
     assert "It was trained from org/other-base: set model.name_or_path to that" in err
+
+
+def test_a_prompt_that_fills_the_context_alone_is_named_not_answered_with_a_fix_that_cannot_work():
+    """It suggested --max-new-tokens 1, which is refused just the same."""
+    from recipes.evaluate import check_context
+
+    model = load_recipe("gsm8k_tiny").config["model"]  # builtin:tiny-llama, a context of 1024 tokens
+    with pytest.raises(
+        EvaluationError,
+        match=r"prompt \(1100 tokens\) is 1105 tokens, but .* 1024: the prompt alone fills it: use shorter",
+    ):
+        check_context(model, [[1] * 10, [1] * 1100], 5)
+    with pytest.raises(EvaluationError, match="use --max-new-tokens 24 or fewer"):
+        check_context(model, [[1] * 1000], 25)
+    check_context(model, [[1] * 1000], 24)  # fits exactly
