@@ -291,12 +291,11 @@ def load_generator(
         try:
             base = PeftModel.from_pretrained(base, str(adapter))
         except (RuntimeError, ValueError, KeyError) as e:
-            base = (adapter_base_section(Path(adapter)) or {}).get(
-                "name_or_path"
-            ) or "the adapter's base model"
+            trained_from = adapter_base_section(Path(adapter)) or {"name_or_path": "the adapter's base model"}
             raise EvaluationError(
                 f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {e}. It was trained from "
-                f"{base}: set model.name_or_path to that, or evaluate with the recipe it was trained with."
+                f"{trained_from['name_or_path']}: set model.name_or_path to that, or evaluate with the recipe it "
+                "was trained with."
             ) from None
         if merged:
             from recipes.merged_lora import merge_adapters

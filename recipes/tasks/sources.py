@@ -137,10 +137,9 @@ def check_jsonl(file: Path) -> None:
                     large.setdefault(field, (number, value))
     if empty:
         raise DataError(f"{file} is empty: a JSONL data file holds one JSON object per line.")
+    # datasets types a column of text and numbers as JSON and decodes its text: "007" -> 7, "1e3" -> 1000.0.
     for field, seen in kinds.items():
-        if (
-            len(seen) == 2
-        ):  # datasets types such a column as JSON and decodes its text: "007" -> 7, "1e3" -> 1000.0
+        if len(seen) == 2:
             (text_line, _), (line, value) = seen[True], seen[False]
             raise DataError(
                 f"{file}: {field!r} is text on line {text_line} but {json.dumps(value)[:40]} on line {line}; read "
