@@ -8,13 +8,15 @@ without its own is carved from the training split, which leaves it out (recipes/
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from datasets import Dataset
 
+from recipes.launcher import first_process
 from recipes.tasks import get_task
 from recipes.tasks.gsm8k import gold_number
-from recipes.tasks.heldout import task_rows
-from recipes.tasks.sources import DataError, read_raw, resolve_source
+from recipes.tasks.heldout import HELDOUT, task_rows
+from recipes.tasks.sources import SUFFIXES, DataError, hub_layout, read_raw, resolve_source, split_word
 
 __all__ = ["DataError", "gold_number", "load_split", "read_raw", "resolve_source"]
 logger = logging.getLogger(__name__)
@@ -37,6 +39,8 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
 
     data = with_defaults({"data": data})["data"]  # hand-made sections (tests, notebooks) get the defaults too
     split = split or data["split"]
+    if split == data["split"]:
+        _say_unread_files(data)
     rows = task_rows(get_task(data["task"]), data, split)
     if len(rows) == 0:
         raise DataError(f"data.source {data['source']} has no rows in its {split} split.")
@@ -73,3 +77,30 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
     if data.get("limit") and split == data["split"]:
         rows = rows.select(range(min(data["limit"], len(rows))))
     return rows
+
+
+_warned: set[str] = set()
+
+
+def _say_unread_files(data: dict) -> None:
+    """Warn, once per run, of data files in a local source folder that no split names: ``train2.jsonl`` beside
+    ``train.jsonl`` is otherwise left out of training without a word."""
+    folder = Path(resolve_source(data["source"]))
+    if data["source"] in _warned or not folder.is_dir() or hub_layout(folder) or not first_process():
+        return
+    _warned.add(data["source"])
+    splits = (data["split"], HELDOUT, "test")
+    unread = [
+        str(f.relative_to(folder))
+        for f in sorted(folder.rglob("*"))
+        if f.suffix in SUFFIXES and not any(split_word(split).search(f.stem) for split in splits)
+    ]
+    if unread:
+        logger.warning(
+            "data.source %s: %s left out: its name holds none of the splits %s as a word, so training does "
+            "not read it. To train on it, name it after its split "
+            "(e.g. %s.jsonl, or shards %s-00000-of-00002.jsonl); "
+            "evaluate.py --split NAME reads a file named after another split.",
+            folder, ", ".join(unread[:5]) + (" ..." if len(unread) > 5 else ""), "/".join(splits),
+            data["split"], data["split"],
+        )  # fmt: skip

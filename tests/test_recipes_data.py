@@ -61,6 +61,25 @@ def test_folder_with_split_files_and_parquet(tmp_path):
     assert load_split({**SECTION, "source": str(parquet.parent), "limit": 2})["gold"] == ["2", "3"]
 
 
+def test_a_data_file_no_split_names_is_said_once_not_left_out_silently(tmp_path, caplog):
+    lines = [{"question": f"What is {i}+1?", "answer": f"#### {i + 1}"} for i in range(4)]
+    for name in ("train.jsonl", "test.jsonl", "heldout.jsonl", "train2.jsonl", "sub/validation.jsonl"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(
+            "\n".join(map(json.dumps, lines[:2] if name == "heldout.jsonl" else lines[2:]))
+        )
+    (tmp_path / "notes.txt").write_text("not data")
+    section = {**SECTION, "source": str(tmp_path)}
+    with caplog.at_level("WARNING", logger="recipes.data"):
+        assert load_split(section)["gold"] == ["3", "4"]
+        load_split(section)
+        load_split(section, split="test")
+    said = [r.getMessage() for r in caplog.records if r.name == "recipes.data"]
+    assert len(said) == 1, said
+    assert "sub/validation.jsonl, train2.jsonl left out" in said[0]
+    assert "splits train/heldout/test" in said[0] and "notes.txt" not in said[0]
+
+
 def test_real_gsm8k_test_split(gsm8k_dir):
     rows = load_split({**SECTION, "source": str(gsm8k_dir)}, split="test")
     assert len(rows) == 1319 and len(set(rows["id"])) == 1319

@@ -33,7 +33,7 @@ def _split_files(folder: Path, split: str) -> list[Path]:
         DataError: Several files match (``test.jsonl`` beside ``test_small.jsonl`` or ``old/test.jsonl``): read
             together, they would repeat questions without a word.
     """
-    word = _split_word(split)
+    word = split_word(split)
     files = sorted(f for f in folder.rglob("*") if f.suffix in SUFFIXES and word.search(f.stem))
     sets = {(f.parent, _SHARD.sub("", f.stem)) for f in files}
     if len(sets) > 1:
@@ -45,7 +45,7 @@ def _split_files(folder: Path, split: str) -> list[Path]:
     return files
 
 
-def _split_word(split: str) -> re.Pattern:
+def split_word(split: str) -> re.Pattern:
     """The split as a whole word of a file name: test.jsonl, test-00000-of-00001.parquet, gsm8k_test_sample.jsonl."""
     return re.compile(rf"(^|[-_.]){re.escape(split)}([-_.]|$)")
 
@@ -64,7 +64,7 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
         files = _split_files(source, split)
         if not files:
             others = [
-                f.name for f in sorted(source.rglob("*")) if f.is_file() and _split_word(split).search(f.stem)
+                f.name for f in sorted(source.rglob("*")) if f.is_file() and split_word(split).search(f.stem)
             ]
             raise DataError(
                 f"No {split} split in {source}: expected .jsonl or .parquet files with '{split}' as a word of their "
