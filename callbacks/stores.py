@@ -215,6 +215,16 @@ def open_store(uri: str, endpoint_url: str | None = None) -> Store:
         )
     if parsed.scheme == "file":
         # urlparse reads file://tmp/runs as host "tmp" and path /runs: the run would write to /runs unannounced.
+        written = (parsed.netloc + parsed.path).removeprefix(
+            "/"
+        )  # ~/runs, from file://~/runs or file:///~/runs
+        if written.startswith(
+            "~"
+        ):  # a URI has no home folder: file:///~/runs is a folder named "~" at the root
+            raise CheckpointError(
+                f"checkpoint URI {uri!r}: a file:// URI cannot name a home folder; write the plain path "
+                f"{written}, which expands ~"
+            )
         if parsed.netloc not in ("", "localhost"):
             raise CheckpointError(
                 f"checkpoint URI {uri!r} names a host ({parsed.netloc!r}), which a folder store cannot reach; "

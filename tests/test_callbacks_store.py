@@ -84,6 +84,11 @@ def test_open_store_parses_uris(tmp_path, monkeypatch):
         CheckpointError, match=r"names a host \('tmp'\).* file:///tmp/runs/a \(three slashes\)"
     ):
         open_store("file://tmp/runs/a")  # two slashes: not the folder /runs/a
+    for home in ("file://~/runs/a", "file:///~/runs/a"):  # not /runs/a, nor a folder named "~" at the root
+        with pytest.raises(
+            CheckpointError, match=r"cannot name a home folder; write the plain path ~/runs/a,"
+        ):
+            open_store(home)
     assert open_store(f"file://localhost{tmp_path}/z").root == tmp_path / "z"
     with pytest.raises(CheckpointError, match="names no bucket"):
         open_store("s3:///prefix")
