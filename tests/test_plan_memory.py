@@ -10,7 +10,7 @@ import torch
 from transformers import AutoConfig
 
 from recipes.planner.memory import LOGPROB_TILE, NF4_CODEBOOKS, OVERHEAD, plan_memory
-from recipes.planner.render import CARDS_GB, largest_batch, render_plan
+from recipes.planner.render import CARDS, largest_batch, render_plan
 from recipes.planner.shapes import config_for, shape_of
 from recipes.recipe import RecipeError
 from tests._plan_helpers import GIB, recipe_config
@@ -39,8 +39,8 @@ def test_phases_and_peak_are_the_documented_sums():
     assert plan.gradient_checkpointing and plan.training_phase == training
     assert 0 < plan.recomputed_layer < plan.activations_checkpointed
     assert plan.generation_phase(80 * GIB) == plan.kv_cache + plan.generation_workspace
-    for gb in CARDS_GB:
-        assert plan.peak(gb * GIB) == plan.resident + max(plan.kv_cache + plan.generation_workspace, training)
+    for _, card in CARDS:
+        assert plan.peak(card) == plan.resident + max(plan.kv_cache + plan.generation_workspace, training)
 
 
 def test_kv_cache_and_generation_batch_follow_the_trainer_settings():
@@ -198,8 +198,8 @@ def test_render_plan_prints_parts_and_the_card_table():
     for label, part in [("base weights (bfloat16)", plan.weights), ("KV cache", plan.kv_cache)]:
         assert any(line.split() == [*label.split(), f"{part / GIB:.2f}"] for line in text.splitlines())
     assert "activations, no checkpointing (not used)" in text
-    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.split()[1:2] == ["GB"]}
-    for gb in CARDS_GB:
-        row, best = rows[str(gb)], largest_batch(config, gb * GIB)
-        assert row[3] == f"{plan.peak(gb * GIB) / GIB:.2f}"
-        assert row[4:6] == ["yes" if plan.fits(gb * GIB) else "no", str(best or "none")]
+    rows = {line.split()[0]: line.split() for line in text.splitlines() if line.strip()}
+    for name, card in CARDS:
+        row, best = rows[name], largest_batch(config, card)
+        assert row[1] == f"{card / GIB:.2f}" and row[3] == f"{plan.peak(card) / GIB:.2f}"
+        assert row[4:6] == ["yes" if plan.fits(card) else "no", str(best or "none")]

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from recipes.planner.memory import GIB
-from recipes.planner.render import CARDS_GB, offloads_optimizer, plan_memory, render_plan
+from recipes.planner.render import CARDS, offloads_optimizer, plan_memory, render_plan
 from recipes.recipe import RecipeError, available, load_recipe
 from recipes.run import main
 
@@ -19,16 +19,17 @@ def test_every_recipe_has_a_plan(name):
     plan = plan_memory(recipe.config)
     assert plan.batch == recipe.config["trainer"]["per_device_train_batch_size"]
     assert plan.prompt_tokens == recipe.config["data"]["max_prompt_tokens"]
-    assert [line.split()[0] for line in text.splitlines() if line.split()[1:2] == ["GB"]][-5:] == [
-        str(gb) for gb in CARDS_GB
+    card_rows = [
+        line.split()[:2] for line in text.splitlines() if line.split()[:1] in ([n] for n, _ in CARDS)
     ]
+    assert card_rows == [[name, f"{card / 2**30:.2f}"] for name, card in CARDS]
 
 
 def test_run_plan_prints_the_plan(capsys):
     assert main(["gsm8k_qwen", "--plan"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Memory plan for gsm8k_qwen (Qwen/Qwen2.5-7B-Instruct)")
-    assert "141 GB" in out
+    assert "\nT4          15.00" in out and "\nH200       140.40" in out
 
 
 def test_run_plan_reports_a_missing_prompt_budget_without_a_traceback(capsys):
@@ -82,7 +83,7 @@ def test_an_accelerate_config_without_plan_points_to_the_launcher(capsys):
 
 def test_colocated_vllm_share_range_leaves_training_its_peak():
     config = load_recipe("gsm8k_qwen", ["trainer.use_vllm=true"]).config
-    card = 80 * GIB
+    name, card = CARDS[-2]  # an H100 80GB: 79.65 GiB
     low, high = plan_memory(config).vllm_share_range(card)
     assert 0 < low < high < 1
 
@@ -98,7 +99,7 @@ def test_colocated_vllm_share_range_leaves_training_its_peak():
         load_recipe("gsm8k_qwen", ["trainer.use_vllm=true", "trainer.vllm_gpu_memory_utilization=0.9"])
     )
     assert (
-        f"{'80 GB':<8}{low:>9.2f}{high:>9.2f}  refused: set trainer.vllm_gpu_memory_utilization={high:g}"
+        f"{name:<10}{card / GIB:>7.2f}{low:>9.2f}{high:>9.2f}  refused: set trainer.vllm_gpu_memory_utilization={high:g}"
         in text
     )
 
@@ -171,8 +172,10 @@ def test_merged_generation_plans_a_copy_of_the_adapted_linears_where_the_card_ha
     out = capsys.readouterr().out
     assert "merged LoRA weights (lora.merged_generation=auto: where they fit)   26.00" in out
     # 40 GB holds the run but not the copies; 24 GB holds neither (no note); 80 GB holds both.
-    assert re.search(r"^40 GB .* \(generates unmerged: no room for the merged copies\)$", out, re.MULTILINE)
-    assert not re.search(r"^(24|80) GB .*unmerged", out, re.MULTILINE)
+    assert re.search(
+        r"^A100-40GB .* \(generates unmerged: no room for the merged copies\)$", out, re.MULTILINE
+    )
+    assert not re.search(r"^(RTX-4090|H100-80GB) .*unmerged", out, re.MULTILINE)
     assert main(["gsm8k_llama", "--plan"]) == 0
     assert (
         "merged LoRA weights (lora.merged_generation=auto: none, bfloat16 weights round small updates)"

@@ -22,9 +22,21 @@ from recipes.planner.memory_plan import MemoryPlan
 from recipes.planner.shapes import load_model_config
 from recipes.recipe import RecipeError, with_defaults
 
-__all__ = ["CARDS_GB", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
+__all__ = ["CARDS", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
 
-CARDS_GB = (16, 24, 40, 80, 141)
+# Cards by the memory nvidia-smi gives them (MiB), not their names: a "16 GB" T4 holds 15 GiB, a "24 GB" L4 22.5,
+# an "80 GB" H100 79.6 (an A100 80GB 80.0), an H200 140.4. A plan that fits "16 GB" may not fit a T4.
+CARDS = tuple(
+    (name, mib * 2**20)
+    for name, mib in (
+        ("T4", 15360),
+        ("L4", 23034),
+        ("RTX-4090", 24564),
+        ("A100-40GB", 40960),
+        ("H100-80GB", 81559),
+        ("H200", 143771),
+    )
+)
 MAX_BATCH = 1024
 
 
@@ -94,7 +106,7 @@ def largest_batch(
 
 
 def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
-    """A recipe's plan as text: its parts in GB by phase, then how it fits 16-141 GB cards.
+    """A recipe's plan as text: its parts in GB by phase, then how it fits the cards in ``CARDS`` (T4 to H200).
 
     Args:
         recipe: A ``recipes.recipe.Recipe`` (its ``.name`` and ``.config`` are read).
@@ -176,10 +188,9 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
         "",
         "peak = resident + vLLM share (colocated, unless sleeping) + max(generation phase, training phase)"
         + ("; with merged copies only where they fit" if plan.merge == "auto" else ""),
-        f"{'card':<8}{'vLLM share':>11}{'peak GB':>9}  {'fits':<5}largest per-device batch that fits",
+        f"{'card':<10}{'GB':>7}{'vLLM share':>12}{'peak GB':>9}  {'fits':<5}largest per-device batch that fits",
     ]
-    for gb in CARDS_GB:
-        card = gb * GIB
+    for name, card in CARDS:
         best = largest_batch(config, card, model_config=model_config, offload_optimizer=offload_optimizer)
         share, peak, fits = (
             _gb(plan.vllm_share(card)),
@@ -192,7 +203,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
             note = f" (the search stops at {MAX_BATCH})"
         if plan.merge == "auto" and not plan.merges(card) and plan.fits(card):
             note += " (generates unmerged: no room for the merged copies)"
-        lines.append(f"{f'{gb} GB':<8}{share:>11}{peak:>9}  {fits:<5}{best or 'none'}{note}")
+        lines.append(f"{name:<10}{_gb(card):>7}{share:>12}{peak:>9}  {fits:<5}{best or 'none'}{note}")
     if plan.vllm == "colocate":
         lines += ["", *vllm_share_lines(plan, t["vllm_gpu_memory_utilization"])]
     if offload_optimizer:
@@ -230,17 +241,17 @@ def vllm_share_lines(plan: MemoryPlan, share: float) -> list[str]:
     )
     lines = [
         title,
-        f"{'card':<8}{'smallest':>9}{'largest':>9}  verdict",
+        f"{'card':<10}{'GB':>7}{'smallest':>9}{'largest':>9}  verdict",
     ]
-    for gb in CARDS_GB:
-        low, high = plan.vllm_share_range(gb * GIB)
+    for name, card in CARDS:
+        low, high = plan.vllm_share_range(card)
         if low > high:
             verdict = "no share fits"
         elif low <= share <= high:
             verdict = "fits"
         else:
             verdict = f"refused: set trainer.vllm_gpu_memory_utilization={high if share > high else low:g}"
-        lines.append(f"{f'{gb} GB':<8}{low:>9.2f}{max(high, 0):>9.2f}  {verdict}")
+        lines.append(f"{name:<10}{_gb(card):>7}{low:>9.2f}{max(high, 0):>9.2f}  {verdict}")
     return lines
 
 
