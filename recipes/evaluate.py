@@ -45,6 +45,7 @@ from common.cli import positive
 from common.errors import exit_status
 from common.logs import log_to_stderr
 from recipes.evaluation import generation
+from recipes.evaluation.counterpart import counterpart_command
 from recipes.evaluation.generation import Decoding, EvaluationError
 from recipes.evaluation.overlap import warn_if_trained_on
 from recipes.evaluation.questions import eval_data, select_questions
@@ -63,31 +64,6 @@ from recipes.evaluation.trained_on import warn_if_other_data
 from recipes.recipe import load_recipe
 
 logger = logging.getLogger("recipes.evaluate")
-
-
-def counterpart_out(out: str, tuned: bool) -> str:
-    """The other side's file beside ``out``: ``tuned`` <-> ``base`` in its name, else a ``-base``/``-tuned`` suffix.
-
-    >>> counterpart_out("runs/tuned.jsonl", True), counterpart_out("heldout-base.jsonl", False)
-    ('runs/base.jsonl', 'heldout-tuned.jsonl')
-    >>> counterpart_out("step-300.jsonl", True)
-    'step-300-base.jsonl'
-    """
-    path = Path(out)
-    mine, other = ("tuned", "base") if tuned else ("base", "tuned")
-    name = path.name.replace(mine, other) if mine in path.stem else f"{path.stem}-{other}{path.suffix}"
-    return str(path.with_name(name))
-
-
-def counterpart_command(args, decoding: Decoding, questions: int) -> list[str]:
-    """This command for the other side of the comparison: the base model for a tuned run, and vice versa."""
-    out = counterpart_out(str(args.out), tuned=bool(args.adapter))
-    other = {"--out": out} if args.adapter else {"--out": out, "--adapter": "ADAPTER"}
-    options = {**other, "--split": args.split, "--questions": questions, "--samples": args.samples,
-               "--seed": args.seed, "--temperature": f"{decoding.temperature:g}", "--top-p": f"{decoding.top_p:g}",
-               "--max-new-tokens": decoding.max_new_tokens, "--engine": args.engine}  # fmt: skip
-    return ["python", "recipes/evaluate.py", args.recipe, *args.overrides,
-            *(str(part) for option in options.items() for part in option)]  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -206,8 +182,14 @@ def evaluate(
     if pending:
         from recipes.compiled_generation import use_compiled_generation
         from recipes.merged_lora import use_merged_generation
+        from recipes.model import load_tokenizer
 
-        generator, tokenizer = generation.load_generator(
+        # Measured with the tokenizer alone, so a refused --max-new-tokens costs no model load (minutes for 8B).
+        prompts = generation.prompt_token_ids(
+            load_tokenizer(recipe.config["model"]), [row["prompt"] for row in rows]
+        )
+        check_context(recipe.config["model"], prompts, decoding.max_new_tokens)
+        generator, _ = generation.load_generator(
             engine,
             recipe.config["model"],
             folder,
@@ -216,8 +198,6 @@ def evaluate(
             merged=engine == "hf" and folder is not None and use_merged_generation(recipe),
             compiled=engine == "hf" and use_compiled_generation(recipe),
         )
-        prompts = generation.prompt_token_ids(tokenizer, [row["prompt"] for row in rows])
-        check_context(recipe.config["model"], prompts, decoding.max_new_tokens)
         if engine == "hf":
             generator.size_cache(prompts)
         style = format_style(recipe.config["rewards"])

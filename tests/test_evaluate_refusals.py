@@ -46,7 +46,8 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_a_model_loads(tmp_
         ),
     ],
 )
-def test_user_errors_exit_2_with_a_message(capsys, tmp_path, argv, message):
+def test_user_errors_exit_2_with_a_message(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.setattr(generation, "load_generator", lambda *a, **k: pytest.fail("loaded a model"))
     code, _, err = run(capsys, *argv, "--out", tmp_path / "x.jsonl")
     assert code == 2
     assert message in err and "Traceback" not in err
