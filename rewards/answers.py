@@ -56,12 +56,17 @@ __all__ = [
 ]
 
 
-def extract_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> str | None:
+def extract_answer(
+    text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE, *, gold: str | float | Gold | None = None
+) -> str | None:
     r"""The normalised final answer of a completion, or None when it has none.
 
     Args:
         text: A model completion (any string; never raises).
         precedence: Rule order, see the module docstring.
+        gold: The answer as ``grade`` reads it against this gold: a LaTeX or text gold (MATH's, ``Paris``) also
+            finds text and symbolic answers, and a hedged one (``1 \pm \sqrt{19}``) where the gold hedges so.
+            None: as against a number (GSM8K).
 
     Returns:
         A canonical number ("1080", "-3", "0.5"), a symbolic answer ("\\frac{1}{2}"), or None.
@@ -72,8 +77,10 @@ def extract_answer(text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE) ->
     '7'
     >>> extract_answer("I don't know.") is None
     True
+    >>> extract_answer("#### Paris"), extract_answer("#### Paris", gold="Paris")
+    (None, 'Paris')
     """
-    found = find_answer(text, precedence)
+    found = _final_answer(text, _A_NUMBER if gold is None else read_gold(gold), precedence)
     return found.answer if found else None
 
 
@@ -86,6 +93,15 @@ class Gold(NamedTuple):
 
     answer: str  # a canonical number ("1080") or a LaTeX answer ("\\left( 3, \\frac{\\pi}{2} \\right)")
     latex: bool  # compared whole by math-verify (MATH) rather than as a number (GSM8K)
+
+
+_A_NUMBER = Gold("0", latex=False)  # what extract_answer reads against without a gold: GSM8K's kind
+
+
+def _final_answer(text: str, gold: Gold, precedence: Sequence[str]) -> Found | None:
+    """The completion's final answer as graded against ``gold``; None for none, or for a hedge the gold lacks."""
+    found = find_answer(text, precedence, latex=gold.latex)
+    return None if found is None or (gold.latex and hedges(found.answer) - hedges(gold.answer)) else found
 
 
 def read_gold(gold: str | float | Gold) -> Gold:
@@ -171,10 +187,8 @@ def grade(text: str, gold: str | float | Gold, precedence: Sequence[str] = DEFAU
     (True, None)
     """
     gold = read_gold(gold)
-    found = find_answer(text, precedence, latex=gold.latex)
-    if found is None or (gold.latex and hedges(found.answer) - hedges(gold.answer)):
-        return Graded(None, False)
-    return Graded(found, answers_match(found.answer, gold.answer, latex=gold.latex))
+    found = _final_answer(text, gold, precedence)
+    return Graded(found, found is not None and answers_match(found.answer, gold.answer, latex=gold.latex))
 
 
 def is_correct(text: str, gold: str | float, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> bool:

@@ -11,6 +11,7 @@ from rewards.answers import (
     extract_answer,
     format_ok,
     gold_answer,
+    grade,
     is_correct,
     lenient_correct,
     strict_correct,
@@ -181,6 +182,22 @@ def test_table_is_large_enough():
 def test_grades(text, gold, answer, correct):
     assert extract_answer(text) == answer
     assert is_correct(text, gold) is correct
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "answer"),
+    [
+        ("#### paris", "Paris", "paris"),  # a text gold: the answer is found, and graded correct
+        (r"\boxed{\text{(C)}}", "C", r"\text{(C)}"),
+        (r"So $x = \boxed{1 \pm \sqrt{19}}$", r"1 \pm \sqrt{19}", r"1 \pm \sqrt{19}"),
+        (r"\boxed{18 \pm 1}", "18", None),  # hedged against a plain gold: no answer
+        ("#### 1,080", "1080", "1080"),
+    ],
+)
+def test_extract_answer_given_the_gold_finds_what_grade_grades(text, gold, answer):
+    assert extract_answer(text, gold=gold) == answer
+    graded = grade(text, gold)
+    assert (graded.found.answer if graded.found else None) == answer
 
 
 @pytest.mark.parametrize(
