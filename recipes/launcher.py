@@ -5,13 +5,15 @@
 accelerate hands its config to the script as environment variables (ACCELERATE_MIXED_PRECISION,
 ACCELERATE_USE_FSDP, FSDP_STATE_DICT_TYPE, ...). Where they disagree with the recipe or with this machine, a run
 would fail deep inside DeepSpeed, or quietly do something else (FSDP turning into DDP, no adapter saved); here it
-is reconciled and said, or refused with the fix.
+is reconciled and said, or refused with the fix. And a run ends with the launcher that started it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import sys
 from pathlib import Path
 
 from recipes.layers import RecipeError
@@ -161,3 +163,62 @@ def _read(path: Path) -> str:
         return path.read_text(errors="replace")
     except OSError:
         return ""
+
+
+def warn_if_launcher_started_one_process() -> None:
+    """Say so when ``accelerate launch --cpu --num_processes N`` started one process instead of N.
+
+    accelerate's CPU launcher only starts several processes through MPI (``--mpirun_hostfile``); otherwise it
+    runs the script once and passes no process count, so the only place N is visible is the launcher's command.
+    """
+    import psutil
+
+    if os.environ.get("ACCELERATE_USE_CPU", "").lower() != "true" or "WORLD_SIZE" in os.environ:
+        return
+    launcher = psutil.Process().parent().cmdline()
+    for flag in ("--num_processes", "--num-processes"):
+        asked = launcher[launcher.index(flag) + 1] if flag in launcher[:-1] else "1"
+        if asked not in ("0", "1"):
+            logger.warning(
+                f"accelerate launch --cpu started ONE process, not {asked} (its CPU launcher needs MPI for more). "
+                f"For {asked} CPU processes use: accelerate launch --multi_gpu --num_processes {asked} recipes/run.py ..."
+            )
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _is_accelerate(cmdline: list[str]) -> bool:
+    """Whether a command line is ``accelerate launch``: its console script, or ``python -m accelerate.commands...``."""
+    for i, part in enumerate(cmdline[:3]):
+        if Path(part).name == "accelerate" and cmdline[i + 1 : i + 2] == ["launch"]:
+            return True
+        if part.startswith("accelerate.commands") and cmdline[i - 1 : i] == ["-m"]:
+            return True
+    return False
+
+
+def end_with_launcher() -> None:
+    """Have Linux send this process SIGTERM when the ``accelerate launch`` that started it dies first.
+
+    accelerate's one-process launcher waits on its child and passes no signal on: a ``kill`` of the launcher left
+    run.py training as an orphan, holding the output folder's lock, so a relaunch was refused until it ended.
+    Several processes go through torchrun, which passes SIGTERM on itself. Only under accelerate: a run started
+    with ``nohup python recipes/run.py`` must outlive its shell.
+    """
+    import psutil
+
+    parent = psutil.Process().parent()
+    if not sys.platform.startswith("linux") or "WORLD_SIZE" in os.environ or parent is None:
+        return
+    try:
+        if not _is_accelerate(parent.cmdline()):
+            return
+    except psutil.Error:  # the launcher is already gone, or not ours to read
+        return
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM) != 0:
+        logger.debug("prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
+    elif os.getppid() != parent.pid:  # the launcher died before the line above took effect
+        os.kill(os.getpid(), signal.SIGTERM)

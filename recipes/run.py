@@ -84,28 +84,11 @@ def build_trainer(recipe, callbacks=(), *, tokenizer=None, dataset=None):
     return trainer
 
 
-def warn_if_launcher_started_one_process() -> None:
-    """Say so when ``accelerate launch --cpu --num_processes N`` started one process instead of N.
-
-    accelerate's CPU launcher only starts several processes through MPI (``--mpirun_hostfile``); otherwise it
-    runs the script once and passes no process count, so the only place N is visible is the launcher's command.
-    """
-    import psutil
-
-    if os.environ.get("ACCELERATE_USE_CPU", "").lower() != "true" or "WORLD_SIZE" in os.environ:
-        return
-    launcher = psutil.Process().parent().cmdline()
-    for flag in ("--num_processes", "--num-processes"):
-        asked = launcher[launcher.index(flag) + 1] if flag in launcher[:-1] else "1"
-        if asked not in ("0", "1"):
-            logger.warning(
-                f"accelerate launch --cpu started ONE process, not {asked} (its CPU launcher needs MPI for more). "
-                f"For {asked} CPU processes use: accelerate launch --multi_gpu --num_processes {asked} recipes/run.py ..."
-            )
-
-
 def train(recipe) -> Path:
     """Run the recipe end to end; returns the output folder holding the final adapter."""
+    from recipes.launcher import end_with_launcher
+
+    end_with_launcher()  # first: a launcher stopped while torch imports must not leave this run behind
     import torch
     from accelerate import PartialState
     from tqdm.contrib.logging import logging_redirect_tqdm
@@ -118,7 +101,13 @@ def train(recipe) -> Path:
     from recipes.checks import check_environment, check_machine, check_vllm_share
     from recipes.data import load_split
     from recipes.heldout import heldout_callback, heldout_plan
-    from recipes.launcher import check_engine, check_local_processes, reconcile_precision, say_deepspeed_build
+    from recipes.launcher import (
+        check_engine,
+        check_local_processes,
+        reconcile_precision,
+        say_deepspeed_build,
+        warn_if_launcher_started_one_process,
+    )
     from recipes.model import load_config, load_tokenizer
     from recipes.model_card import model_card
     from recipes.rerun import (
