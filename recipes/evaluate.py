@@ -144,7 +144,9 @@ def evaluate(
     from recipes.data import load_split
 
     if engine == "vllm":
-        generation.require_vllm()
+        from recipes.evaluation.vllm_engine import require_vllm
+
+        require_vllm()
     decoding = generation.decoding_for(
         recipe.config["trainer"], temperature, top_p, max_new_tokens, samples=samples
     )

@@ -1,4 +1,5 @@
-"""recipes/evaluation/generation.py: decoding defaults, token counting, and the vLLM engine's use of vLLM's API."""
+"""recipes/evaluation/generation.py and vllm_engine.py: decoding defaults, token counting, and the vLLM engine's use
+of vLLM's API."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from recipes.evaluation.generation import (
     Decoding,
     EvaluationError,
     HFGenerator,
-    VLLMGenerator,
     decoding_for,
     generation_config,
 )
+from recipes.evaluation.vllm_engine import VLLMGenerator
 from recipes.model import load_model_and_tokenizer
 from recipes.recipe import load_recipe
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import shutil
 import subprocess
@@ -67,7 +68,7 @@ def test_folders_without_an_adapter_are_refused(tmp_path, tiny_model_dir, capsys
 
 
 def test_vllm_engine_without_vllm_is_a_clear_error(capsys, tmp_path):
-    if generation.importlib.util.find_spec("vllm") is not None:
+    if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here")
     code, _, err = run(capsys, "gsm8k_tiny", "--engine", "vllm", "--out", tmp_path / "x.jsonl")
     assert code == 2 and "--engine vllm needs vLLM, which is not installed" in err

@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from common.errors import UserError
-from common.suggestions import install_extra
 from recipes.compiled_generation import compile_generation
-
-# vLLM compiles LoRA kernels for these ranks only; an adapter needs the smallest one at least its rank.
-VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
-# vLLM reserves KV cache for the model's full context (128k tokens for Llama 3.1) unless told less; GSM8K
-# prompts take ~200 tokens, so this leaves ample room while fitting small GPUs.
-VLLM_PROMPT_TOKENS = 2048
 
 
 class EvaluationError(UserError):
@@ -132,15 +124,6 @@ def adapter_rank(folder: Path) -> int:
     return int(json.loads(config.read_text()).get("r", 8))
 
 
-def require_vllm() -> None:
-    """Raise a clear error when vLLM is not installed."""
-    if importlib.util.find_spec("vllm") is None:
-        raise EvaluationError(
-            f"--engine vllm needs vLLM, which is not installed: {install_extra('vllm')}, on Linux with a CUDA GPU; "
-            "or use --engine hf."
-        )
-
-
 def generation_config(base, decoding: Decoding, pad_token_id: int):
     """The model's GenerationConfig with our decoding forced on it: no top-k, no repetition penalty."""
     config = copy.deepcopy(base)
@@ -197,62 +180,6 @@ class HFGenerator:
         return Completion(self.tokenizer.decode(row[:n], skip_special_tokens=True), n)
 
 
-class VLLMGenerator:
-    """vLLM's offline engine, one request per prompt, each seeded on its own."""
-
-    def __init__(self, model: dict, adapter: Path | None, decoding: Decoding, *, seed: int):
-        from vllm import LLM
-        from vllm.lora.request import LoRARequest
-
-        from recipes.model import load_config, model_path
-
-        if model["quantization"] == "8bit":
-            raise EvaluationError(
-                "--engine vllm cannot load model.quantization=8bit; use 4bit, none, or --engine hf."
-            )
-        kwargs = {}
-        if adapter is not None:
-            rank = adapter_rank(adapter)
-            kwargs = {
-                "enable_lora": True,
-                "max_lora_rank": next((r for r in VLLM_LORA_RANKS if r >= rank), rank),
-            }
-        context = getattr(load_config(model), "max_position_embeddings", None)
-        wanted = VLLM_PROMPT_TOKENS + decoding.max_new_tokens
-        self.llm = LLM(
-            model=model_path(model),
-            max_model_len=min(wanted, context) if context else wanted,
-            revision=model.get("revision"),
-            dtype=model["dtype"],
-            trust_remote_code=model["trust_remote_code"],
-            quantization="bitsandbytes" if model["quantization"] == "4bit" else None,
-            seed=seed,
-            **kwargs,
-        )
-        self.lora = LoRARequest("adapter", 1, str(adapter)) if adapter is not None else None
-        self.decoding = decoding
-
-    def generate(self, prompts: list[list[int]], seeds: list[int]) -> list[Completion]:
-        """Complete each prompt (token ids) once; ``seeds`` has one seed per prompt."""
-        from vllm import SamplingParams
-
-        d = self.decoding
-        params = [
-            SamplingParams(
-                n=1,
-                temperature=d.temperature,
-                top_p=d.top_p if not d.greedy else 1.0,
-                max_tokens=d.max_new_tokens,
-                seed=seed,
-            )
-            for seed in seeds
-        ]
-        # Token ids, not text: vLLM would tokenize text again and could add a second BOS token.
-        requests = [{"prompt_token_ids": ids} for ids in prompts]
-        outputs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora)
-        return [Completion(out.outputs[0].text, len(out.outputs[0].token_ids)) for out in outputs]
-
-
 def load_generator(
     engine: str,
     model: dict,
@@ -277,6 +204,8 @@ def load_generator(
     from recipes.model import adapter_base_section, load_model_and_tokenizer, load_tokenizer
 
     if engine == "vllm":
+        from recipes.evaluation.vllm_engine import VLLMGenerator, require_vllm
+
         require_vllm()
         return VLLMGenerator(model, adapter, decoding, seed=seed), load_tokenizer(model)
     import torch
