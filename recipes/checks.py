@@ -2,7 +2,7 @@
 
 `check_combinations` needs only the recipe (it runs inside `load_recipe`). `check_environment` also needs the
 machine and the model's config (a small JSON file), so `run.py` calls it just before loading weights, and
-`check_vllm_share` the GPU's size.
+`recipes.planner.on_card.check_card` the GPU's size.
 """
 
 from __future__ import annotations
@@ -228,44 +228,6 @@ def check_machine(recipe: Recipe, cuda_available: bool) -> None:
             )
     if errors:
         raise RecipeError("\n".join(errors))
-
-
-def check_vllm_share(recipe: Recipe, model_config, card_bytes: int) -> None:
-    """Refuse a colocated vLLM share that cannot hold vLLM or leaves training less than its planned peak.
-
-    Raises:
-        RecipeError: The share is outside the planner's range for this card, naming the share that fits.
-    """
-    from recipes.planner.memory import GIB, plan_memory
-
-    t = recipe.config["trainer"]
-    if not (t["use_vllm"] and t["vllm_mode"] == "colocate"):
-        return
-    try:
-        plan = plan_memory(recipe.config, model_config=model_config)
-    except RecipeError as e:  # the planner's limits, not the run's: train, but say what went unchecked
-        logger.warning("trainer.vllm_gpu_memory_utilization is not checked against this GPU: %s", e)
-        return
-    low, high = plan.vllm_share_range(card_bytes)
-    share, card = t["vllm_gpu_memory_utilization"], f"this {card_bytes / GIB:.0f} GB GPU"
-    if low > high:
-        raise RecipeError(
-            f"trainer.use_vllm=true (colocate) cannot fit {card}: vLLM needs a share of at least {low:g} for its "
-            f"weights and KV cache, and training leaves at most {max(high, 0):g}. Use a smaller "
-            "trainer.per_device_train_batch_size, trainer.vllm_enable_sleep_mode=true, or "
-            "trainer.use_vllm=false (see --plan)."
-        )
-    if not low <= share <= high:
-        fix = high if share > high else low
-        why = (
-            "leaves training less than its planned peak"
-            if share > high
-            else "cannot hold vLLM's weights and KV"
-        )
-        raise RecipeError(
-            f"trainer.vllm_gpu_memory_utilization={share:g} {why} on {card}: the shares that fit are "
-            f"{low:g}-{high:g}. Set trainer.vllm_gpu_memory_utilization={fix:g} (see --plan)."
-        )
 
 
 def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> None:

@@ -98,7 +98,7 @@ def train(recipe) -> Path:
     from callbacks.saved_adapter import saved_adapter_problems
     from common.processes import broadcast_from_main
     from recipes.atomic import write_text_atomically
-    from recipes.checks import check_environment, check_machine, check_vllm_share
+    from recipes.checks import check_environment, check_machine
     from recipes.data import load_split
     from recipes.heldout import heldout_callback, heldout_plan
     from recipes.launcher import (
@@ -138,9 +138,10 @@ def train(recipe) -> Path:
     model_config = load_config(recipe.config["model"])
     check_environment(recipe, model_config, torch.cuda.is_available())
     if torch.cuda.is_available():
-        check_vllm_share(
-            recipe, model_config, torch.cuda.get_device_properties(state.local_process_index).total_memory
-        )
+        from recipes.planner.on_card import check_card
+
+        card = torch.cuda.get_device_properties(state.local_process_index)
+        check_card(recipe, model_config, card.total_memory, card.name)
     # The data before anything is written: a bad data file is refused with the output folder untouched.
     tokenizer = load_tokenizer(recipe.config["model"])
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from recipes.planner.memory import GIB
-from recipes.planner.render import CARDS, offloads_optimizer, plan_memory, render_plan
+from recipes.planner.render import CARDS, largest_batch, offloads_optimizer, plan_memory, render_plan
 from recipes.recipe import RecipeError, available, load_recipe
 from recipes.run import main
 
@@ -117,7 +117,7 @@ def test_colocated_vllm_share_range_leaves_training_its_peak():
     ],
 )
 def test_a_colocated_share_that_cannot_fit_is_refused_naming_the_one_that_does(share, card_gb, message):
-    from recipes.checks import check_vllm_share
+    from recipes.planner.on_card import check_vllm_share
     from recipes.planner.shapes import config_for
 
     recipe = load_recipe(
@@ -134,7 +134,7 @@ def test_a_colocated_share_that_cannot_fit_is_refused_naming_the_one_that_does(s
 
 
 def test_a_share_the_planner_cannot_model_is_trained_with_a_warning(caplog):
-    from recipes.checks import check_vllm_share
+    from recipes.planner.on_card import check_vllm_share
     from recipes.planner.shapes import config_for
 
     recipe = load_recipe("gsm8k_qwen", ["trainer.use_vllm=true", "trainer.optim=adafactor"])
@@ -181,3 +181,25 @@ def test_merged_generation_plans_a_copy_of_the_adapted_linears_where_the_card_ha
         "merged LoRA weights (lora.merged_generation=auto: none, bfloat16 weights round small updates)"
         in (capsys.readouterr().out)
     )
+
+
+def test_a_plan_beyond_the_card_is_warned_of_with_the_batch_that_fits(caplog):
+    from recipes.planner.on_card import check_card
+    from recipes.planner.shapes import config_for
+
+    model_config = config_for("meta-llama/Llama-3.1-8B-Instruct")
+    cards = dict(CARDS)
+    with caplog.at_level("WARNING", logger="recipes.planner.on_card"):
+        check_card(load_recipe("gsm8k_llama"), model_config, cards["T4"], "Tesla T4")
+        assert (
+            "gsm8k_llama plans a peak of 19.53 GB of GPU memory, more than this Tesla T4's 15.00 GB: expect CUDA "
+            "out of memory once training starts. No per-device batch fits: use a 4-bit recipe" in caplog.text
+        )
+        caplog.clear()
+        check_card(load_recipe("gsm8k_llama"), model_config, cards["L4"], "NVIDIA L4")  # fits: nothing said
+        assert caplog.text == ""
+        big_batch = load_recipe("gsm8k_llama", ["trainer.per_device_train_batch_size=24"])
+        check_card(big_batch, model_config, cards["L4"], "NVIDIA L4")
+        best = largest_batch(big_batch.config, cards["L4"], model_config=model_config)
+        assert best and "more than this NVIDIA L4's 22.49 GB" in caplog.text
+        assert f"trainer.per_device_train_batch_size={best} fits" in caplog.text

@@ -1,0 +1,80 @@
+"""The memory plan against the GPU a run starts on, before the weights load: minutes before an out-of-memory error.
+
+A colocated vLLM share that cannot fit is refused (``check_vllm_share``): vLLM would take it whole and leave training
+short. A planned peak beyond the card is warned of, with the batch that fits (``warn_if_over_card``): the plan is an
+estimate (measured peaks came 1-8% under it, docs/PERFORMANCE.md), so a user who knows better may go on.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from recipes.planner.memory import GIB, plan_memory
+from recipes.recipe import Recipe, RecipeError
+
+logger = logging.getLogger(__name__)
+
+
+def check_card(recipe: Recipe, model_config, card_bytes: int, card_name: str = "GPU") -> None:
+    """Both checks, for the GPU of ``card_bytes`` (torch's ``total_memory``) named ``card_name``."""
+    check_vllm_share(recipe, model_config, card_bytes)
+    warn_if_over_card(recipe, model_config, card_bytes, card_name)
+
+
+def warn_if_over_card(recipe: Recipe, model_config, card_bytes: int, card_name: str = "GPU") -> None:
+    """Warn when the recipe's planned peak exceeds the card, naming the largest per-device batch that fits."""
+    from recipes.planner.render import largest_batch
+
+    try:
+        plan = plan_memory(recipe.config, model_config=model_config)
+    except RecipeError:  # what the planner cannot model it says under --plan; the run goes on
+        return
+    if plan.fits(card_bytes):
+        return
+    batch = largest_batch(recipe.config, card_bytes, model_config=model_config)
+    fix = (
+        f"trainer.per_device_train_batch_size={batch} fits"
+        if batch
+        else "No per-device batch fits: use a 4-bit recipe (model.quantization=4bit) or a larger GPU"
+    )
+    logger.warning(
+        "%s plans a peak of %.2f GB of GPU memory, more than this %s's %.2f GB: expect CUDA out of memory once "
+        "training starts. %s (python recipes/run.py %s --plan shows the parts).",
+        recipe.name, plan.peak(card_bytes) / GIB, card_name, card_bytes / GIB, fix, recipe.name,
+    )  # fmt: skip
+
+
+def check_vllm_share(recipe: Recipe, model_config, card_bytes: int) -> None:
+    """Refuse a colocated vLLM share that cannot hold vLLM or leaves training less than its planned peak.
+
+    Raises:
+        RecipeError: The share is outside the planner's range for this card, naming the share that fits.
+    """
+    t = recipe.config["trainer"]
+    if not (t["use_vllm"] and t["vllm_mode"] == "colocate"):
+        return
+    try:
+        plan = plan_memory(recipe.config, model_config=model_config)
+    except RecipeError as e:  # the planner's limits, not the run's: train, but say what went unchecked
+        logger.warning("trainer.vllm_gpu_memory_utilization is not checked against this GPU: %s", e)
+        return
+    low, high = plan.vllm_share_range(card_bytes)
+    share, card = t["vllm_gpu_memory_utilization"], f"this {card_bytes / GIB:.0f} GB GPU"
+    if low > high:
+        raise RecipeError(
+            f"trainer.use_vllm=true (colocate) cannot fit {card}: vLLM needs a share of at least {low:g} for its "
+            f"weights and KV cache, and training leaves at most {max(high, 0):g}. Use a smaller "
+            "trainer.per_device_train_batch_size, trainer.vllm_enable_sleep_mode=true, or "
+            "trainer.use_vllm=false (see --plan)."
+        )
+    if not low <= share <= high:
+        fix = high if share > high else low
+        why = (
+            "leaves training less than its planned peak"
+            if share > high
+            else "cannot hold vLLM's weights and KV"
+        )
+        raise RecipeError(
+            f"trainer.vllm_gpu_memory_utilization={share:g} {why} on {card}: the shares that fit are "
+            f"{low:g}-{high:g}. Set trainer.vllm_gpu_memory_utilization={fix:g} (see --plan)."
+        )
