@@ -98,9 +98,10 @@ def prepare_checkpointing(
         output_dir: The trainer's output_dir, where checkpoint-N folders are written.
         recipe_name: Recorded in every manifest.
         recipe_yaml: The resolved recipe, uploaded with every checkpoint as recipe.yaml.
-        vet_recipe: With ``resume: latest``, given the recipe.yaml of the run it would continue; returns why that
-            run may not be continued with this recipe (None: it may). Asked about the checkpoint to be resumed
-            before it is downloaded (a local one before it is used); its answer is raised as a CheckpointError.
+        vet_recipe: Given the recipe.yaml of the checkpoint this launch would continue (``resume: latest`` or an
+            explicit one); returns why it may not be continued with this recipe (None: it may). Asked about the
+            checkpoint to be resumed before it is downloaded (a local one before it is used), and for an explicit
+            one before anything is cleared; its answer is raised as a CheckpointError.
         **settings: The ``checkpoint:`` section's keys (``CheckpointSettings``, which holds their defaults):
             uri: None (local checkpoints only), ``s3://bucket/prefix``, ``file:///folder`` or a folder path.
             every_steps: Save interval; the caller sets the trainer's save_steps to it.

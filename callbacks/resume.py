@@ -3,22 +3,22 @@
 ``resume: latest`` continues the run found at the prefix (adopting its run id): the newest checkpoint whose
 manifest is present and whose files verify. Incomplete or corrupt checkpoints are skipped with the reason
 logged. A local checkpoint newer than anything remote is uploaded first. ``resume: never`` on a prefix that
-already holds checkpoints is refused unless ``overwrite: true``.
+already holds checkpoints is refused unless ``overwrite: true``. An explicit checkpoint (callbacks/explicit.py)
+is resumed as named. Either way the recipe the checkpoint was made with is vetted (callbacks/recipe_check.py)
+before it is downloaded or used.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
-from callbacks.best import names_best_pointer, resolve_best
 from callbacks.download import CorruptCheckpoint, clear_download_leftovers, download_checkpoint
 from callbacks.errors import CheckpointError
+from callbacks.explicit import explicit_checkpoint
 from callbacks.local import (
     SYNC_DIR,
     LocalCheckpoint,
@@ -27,23 +27,17 @@ from callbacks.local import (
     set_aside,
     write_marker,
 )
-from callbacks.manifest import (
-    MANIFEST_NAME,
-    checkpoint_step,
-    local_checkpoint_problems,
-    read_local_manifest,
-)
-from callbacks.publish import RECIPE_FILE, RunInfo, publish_local
+from callbacks.manifest import MANIFEST_NAME, checkpoint_step
+from callbacks.publish import RunInfo, publish_local
+from callbacks.recipe_check import RecipeVet
 from callbacks.remote import (
     QUARANTINE,
     RemoteCheckpoint,
     delete_checkpoint,
-    open_source,
     quarantine_checkpoint,
     scan_readable,
 )
-from callbacks.stores import Store, is_remote
-from common.suggestions import did_you_mean
+from callbacks.stores import Store
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +65,7 @@ class Resolver:
         vet_recipe: Callable[[str], str | None] | None = None,
     ):
         self.store, self.output_dir, self.run = store, output_dir, run
-        self.overwrite, self.endpoint_url, self.vet_recipe = overwrite, endpoint_url, vet_recipe
+        self.overwrite, self.endpoint_url, self.vet = overwrite, endpoint_url, RecipeVet(vet_recipe)
         # What a killed launch left half-written; this launch holds the output folder's lock and the store's lease.
         clear_download_leftovers(output_dir)
         if store:
@@ -88,7 +82,9 @@ class Resolver:
             run_id = run_id or (committed[0].run_id if committed else None) or read_marker(self.output_dir)
             chosen, source_run = None, run_id
         else:
-            fetch, source_run = self._explicit(resume)
+            fetch, source_run = explicit_checkpoint(
+                resume, endpoint_url=self.endpoint_url, output_dir=self.output_dir, vet=self.vet
+            )
         self.run.run_id = run_id or source_run or new_run_id(self.run.recipe_name)
         foreign = [c for c in self.remote if c.manifest and c.run_id != self.run.run_id]
         self._refuse_or_clear(foreign, f"run id {self.run.run_id!r}")
@@ -106,32 +102,6 @@ class Resolver:
         )
         write_marker(self.output_dir, self.run.run_id, self.store.uri if self.store else None)
         return chosen, self.run.run_id
-
-    def _vet(self, saved: str | None) -> None:
-        """Refuse to continue a run made with a recipe ``vet_recipe`` refuses (``saved``: its recipe.yaml)."""
-        if saved and self.vet_recipe and (refusal := self.vet_recipe(saved)):
-            raise CheckpointError(refusal)
-
-    def _vetted(self, c: RemoteCheckpoint) -> bool:
-        """Vet the recipe of a store checkpoint before it is downloaded (read alone); False when that recipe.yaml
-        does not match its manifest: the download would fail verification, so the checkpoint is skipped."""
-        entry = c.manifest["files"].get(RECIPE_FILE)
-        if entry is None:  # a checkpoint our sync did not write: the output folder's recipe, if any
-            self._vet(self._local_recipe(self.output_dir))
-            return True
-        data = self.store.read_bytes(f"{c.name}/{RECIPE_FILE}") or b""
-        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            c.problems.append(
-                f"{RECIPE_FILE} does not match its SHA-256 in the manifest (altered or corrupt)"
-            )
-            return False
-        self._vet(data.decode())
-        return True
-
-    def _local_recipe(self, folder: Path) -> str | None:
-        """The recipe.yaml a local checkpoint was made with: its own copy, else the output folder's."""
-        path = next((p for p in (folder / RECIPE_FILE, self.output_dir / RECIPE_FILE) if p.is_file()), None)
-        return path.read_text(encoding="utf-8") if path else None
 
     def _refuse_or_clear(self, taken: list, why: str) -> None:
         """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: from the
@@ -177,7 +147,7 @@ class Resolver:
         for c in self.remote:
             if c.step <= floor:
                 break
-            if c.problems or not self._vetted(c):
+            if c.problems or not self.vet.remote(self.store, c, fallback=self.output_dir):
                 logger.warning("Skipping %s: %s", self.store.child_uri(c.name), "; ".join(c.problems))
                 continue
             try:
@@ -194,7 +164,7 @@ class Resolver:
             return folder
         if best_local is None:
             return None
-        self._vet(self._local_recipe(best_local.folder))
+        self.vet.local(best_local.folder, self.output_dir)
         same = next((c for c in self.remote if c.step == best_local.step), None)
         if self.store and same is None:
             logger.info(
@@ -211,62 +181,6 @@ class Resolver:
         if self.store and (same is None or same.problems):
             publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
         return best_local.folder
-
-    def _explicit(self, resume: str) -> tuple[Callable[[], Path], str | None]:
-        """The checkpoint ``resume`` names: a callable that downloads it (called once the launch is allowed) and
-        the run id its manifest records."""
-        if names_best_pointer(resume):  # a run's .../best: the checkpoint its pointer names
-            store, best = resolve_best(resume, self.endpoint_url)
-            logger.info("checkpoint.resume=%s names %s", resume, store.child_uri(best.name))
-            if is_remote(resume):
-                return partial(self._download_first, store, [best], resume), best.run_id
-            resume = str(Path(store.root) / best.name)  # a local run folder's checkpoint, used in place
-        if is_remote(resume):
-            source, wanted = open_source(resume, self.endpoint_url)
-            usable = []
-            for c in scan_readable(source):
-                if wanted is not None and c.step != wanted:
-                    continue
-                if c.problems and wanted is not None:
-                    raise CheckpointError(f"Cannot resume from {resume}: {'; '.join(c.problems)}")
-                if c.problems:
-                    logger.warning("Skipping %s: %s", source.child_uri(c.name), "; ".join(c.problems))
-                    continue
-                usable.append(c)
-            if not usable:
-                raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
-            return partial(self._download_first, source, usable, resume), usable[0].run_id
-        path = Path(resume).expanduser()
-        if not path.exists():
-            hint = did_you_mean(resume, ["latest", "never"])
-            raise CheckpointError(
-                f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, an existing "
-                f"checkpoint folder, or a run's best pointer (.../best).{hint}"
-            )
-        step = checkpoint_step(path.name)
-        candidates = (
-            scan_local(path)
-            if step is None
-            else [LocalCheckpoint(path, step, local_checkpoint_problems(path))]
-        )
-        for c in candidates:
-            if not c.problems:
-                manifest, _ = read_local_manifest(c.folder)
-                return partial(Path, c.folder), manifest.get("run_id") if manifest else None
-            logger.warning("Skipping %s: %s", c.folder, "; ".join(c.problems))
-        reasons = "; ".join(p for c in candidates for p in c.problems) or "no checkpoint-N folders in it"
-        raise CheckpointError(f"Cannot resume from {path}: {reasons}")
-
-    def _download_first(self, source: Store, candidates: list[RemoteCheckpoint], resume: str) -> Path:
-        """Download the first of ``candidates`` that verifies (newest first); a single one must."""
-        for c in candidates:
-            try:
-                return download_checkpoint(source, c, self.output_dir / c.name)
-            except CorruptCheckpoint as e:
-                if len(candidates) == 1:
-                    raise
-                logger.warning("Skipping %s", e)
-        raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
 
     def _clear_newer(self, step: int, *, rewind: bool) -> None:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.

@@ -76,20 +76,25 @@ def changed_keys(before: dict, after: dict) -> list[str]:
     ]
 
 
-def saved_recipe_file(checkpoint: Path, output_dir: Path) -> Path | None:
-    """The recipe.yaml a run was made with: the checkpoint's own copy (synced runs), else the output folder's."""
-    return next((p for p in (checkpoint / "recipe.yaml", output_dir / "recipe.yaml") if p.is_file()), None)
-
-
 def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
-    """Why ``resume: latest`` may not continue a run made with ``saved_yaml`` (its recipe.yaml): the keys this
-    recipe changes, and where to start a new run instead; None when it may. ``prepare_checkpointing`` asks it
-    (``vet_recipe``) about the checkpoint it would resume, before downloading it.
+    """Why this launch may not continue a run made with ``saved_yaml`` (the recipe.yaml of the checkpoint it would
+    resume): the keys this recipe changes, and what to do instead; None when it may. ``prepare_checkpointing``
+    asks it (``vet_recipe``) about the checkpoint ``checkpoint.resume`` picks, ``latest`` or an explicit one,
+    before downloading it. Only the keys in MAY_CHANGE may differ; no setting lets others through, since a run
+    continued with them would mix two experiments under one recipe.yaml.
     """
     changed = changed_keys(yaml.safe_load(saved_yaml) or {}, yaml.safe_load(recipe.to_yaml()))
     if not changed:
         return None
-    uri, output_dir = recipe.config["checkpoint"]["uri"], recipe.config["trainer"]["output_dir"]
+    checkpoint = recipe.config["checkpoint"]
+    uri, resume, output_dir = checkpoint["uri"], checkpoint["resume"], recipe.config["trainer"]["output_dir"]
+    if resume != "latest":  # an explicit checkpoint: a new folder would not change what it was made with
+        return (
+            f"checkpoint.resume={resume} was made with a different recipe ({'; '.join(changed)}): resuming it "
+            f"would continue that run under another recipe (only {', '.join(MAY_CHANGE)} may differ). Launch "
+            "with the recipe it was made with (the recipe.yaml saved with it), or train this recipe from step 0: "
+            "leave checkpoint.resume unset, in a new trainer.output_dir (and checkpoint.uri)."
+        )
     fresh = f"trainer.output_dir={output_dir}-2" + (f" checkpoint.uri={uri.rstrip('/')}-2" if uri else "")
     where = uri or output_dir  # with a store, the run resumed is the store's, whatever is on this disk
     return (
@@ -102,7 +107,9 @@ def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
 def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
     """The step a resumed run already finished at (None: it has training left, or nothing is resumed)."""
     if not resume_from or recipe.config["checkpoint"]["resume"] != "latest":
-        return None  # an explicit checkpoint is the user's deliberate choice, whatever recipe made it
+        return (
+            None  # an explicit checkpoint is the user's choice to train on past a stop (its recipe is vetted)
+        )
     checkpoint = Path(resume_from)
     step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
     return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None

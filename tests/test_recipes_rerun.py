@@ -117,6 +117,28 @@ def test_a_changed_recipe_is_refused_naming_the_changed_keys(finished):
     assert snapshot(finished) == before
 
 
+def test_an_explicit_resume_with_a_changed_recipe_is_refused_naming_the_changed_keys(finished, tmp_path):
+    """Before, checkpoint.resume=<a checkpoint> continued it under any recipe: two experiments in one run."""
+    out, checkpoint, before = tmp_path / "fork", finished / "checkpoint-2", snapshot(finished)
+    result = run(out, f"checkpoint.resume={checkpoint}", "trainer.learning_rate=0.5")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    assert error.startswith(f"error: checkpoint.resume={checkpoint} was made with a different recipe (")
+    made = load_recipe("gsm8k_tiny").config
+    assert f"trainer.learning_rate: {made['trainer']['learning_rate']!r} -> 0.5" in error
+    assert "leave checkpoint.resume unset, in a new trainer.output_dir" in error
+    assert snapshot(finished) == before and not (out / "checkpoint-3").exists()
+
+
+def test_an_explicit_resume_may_raise_max_steps(finished, tmp_path):
+    """What a continued run may change (MAY_CHANGE) passes the explicit resume's check as it does latest's."""
+    out = tmp_path / "fork"
+    result = run(out, f"checkpoint.resume={finished / 'checkpoint-4'}", "trainer.max_steps=6")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 6
+    assert len(STEP_LINE.findall(result.stdout + result.stderr)) == 2  # steps 5 and 6 only
+
+
 def _no_final_save(out):
     for name in ("adapter_model.safetensors", "adapter_config.json", "trainer_state.json", "recipe.yaml"):
         (out / name).unlink()

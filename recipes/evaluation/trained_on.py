@@ -18,9 +18,9 @@ QUESTION_KEYS = ("task", "source", "config", "system_prompt")
 def trained_data(adapter: Path) -> tuple[Path, dict] | None:
     """The ``data:`` section the adapter's run trained on, and the file it was read from: the checkpoint's own
     recipe.yaml, or its run's beside the final adapter or above a checkpoint-N; None where there is none."""
-    from recipes.rerun import saved_recipe_file
+    from callbacks.recipe_check import saved_recipe_file
 
-    path = saved_recipe_file(adapter, adapter.parent)
+    path = saved_recipe_file(adapter)
     return (
         (path, (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("data") or {}) if path else None
     )
