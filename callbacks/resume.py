@@ -27,7 +27,7 @@ from callbacks.local import (
     set_aside,
     write_marker,
 )
-from callbacks.manifest import MANIFEST_NAME, checkpoint_step
+from callbacks.manifest import MANIFEST_NAME, checkpoint_step, read_local_manifest
 from callbacks.publish import RunInfo, publish_local
 from callbacks.recipe_check import RecipeVet
 from callbacks.remote import (
@@ -166,6 +166,7 @@ class Resolver:
             return None
         self.vet.local(best_local.folder, self.output_dir)
         same = next((c for c in self.remote if c.step == best_local.step), None)
+        damaged = bool(same and not same.problems and self._damaged_in_store(same, best_local.folder))
         if self.store and same is None:
             logger.info(
                 "Local %s is newer than anything at %s: uploading it first", best_local.folder, self.store.uri
@@ -175,12 +176,30 @@ class Resolver:
                 "Local %s is good, but %s is not (%s): uploading it again",
                 best_local.folder, self.store.child_uri(same.name), "; ".join(same.problems),
             )  # fmt: skip
-            if MANIFEST_NAME in same.files and same.manifest is None:  # unreadable: no commit can match it
+            # Unreadable, no commit can match it; altered bytes of the right size, the commit's size check passes.
+            if damaged or (MANIFEST_NAME in same.files and same.manifest is None):
                 aside = quarantine_checkpoint(self.store, same)
                 logger.warning("Moved %s aside to %s", same.name, self.store.child_uri(aside))
         if self.store and (same is None or same.problems):
             publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
         return best_local.folder
+
+    def _damaged_in_store(self, same: RemoteCheckpoint, local: Path) -> bool:
+        """Whether the store's copy of the step resumed from ``local`` holds bytes its manifest does not describe,
+        its sizes agreeing (a half-synced mounted drive, a file replaced): trusted, it would fail a new machine's
+        download, which falls back to an older checkpoint. Checked with the checksums S3 keeps (a HEAD per file)
+        or by reading a folder's files back; never downloaded."""
+        held = (read_local_manifest(local)[0] or {}).get("files", {})
+        files = same.manifest["files"]
+        copies = {
+            rel: local / rel for rel, e in files.items() if held.get(rel, {}).get("sha256") == e["sha256"]
+        }
+        try:
+            found = self.store.mismatches(same.name, files, copies)
+        except Exception as e:
+            raise CheckpointError(self.store.explain(e, f"check {same.name}")) from e
+        same.problems += [f"{rel} {why}" for rel, why in found.items()]
+        return bool(found)
 
     def _clear_newer(self, step: int, *, rewind: bool) -> None:
         """Checkpoints of this run newer than the resume point would be written again: clear them first.

@@ -6,6 +6,8 @@ the environment), AWS_PROFILE, instance roles. Retries use botocore's standard m
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import os
 import uuid
@@ -17,6 +19,8 @@ from callbacks.stores import Progress, Store
 logger = logging.getLogger(__name__)
 # Large enough that adapters and LoRA optimizer states go up in a few parts, small enough to retry cheaply.
 _PART_BYTES = 64 << 20
+# What S3-compatible stores answer to a checksum they do not support.
+_CHECKSUM_REFUSED = ("NotImplemented", "InvalidRequest", "InvalidArgument")
 
 
 def make_client(endpoint_url: str | None, *, retries: int, connect_timeout: float, read_timeout: float):
@@ -75,6 +79,7 @@ class S3Store(Store):
         )
         self.transfer = TransferConfig(multipart_threshold=_PART_BYTES, multipart_chunksize=_PART_BYTES)
         self._conditional_writes = True
+        self._checksums = True
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -89,9 +94,65 @@ class S3Store(Store):
         return listing
 
     def upload(self, local: Path, key: str, progress: Progress = None) -> None:
-        self.client.upload_file(
-            str(local), self.bucket, self._key(key), Config=self.transfer, Callback=progress
-        )
+        from boto3.exceptions import S3UploadFailedError
+
+        # With a SHA-256, S3 refuses bytes that do not match it and keeps it with the object: a later launch
+        # checks the store's copy with a HEAD instead of a download (mismatches).
+        extra = {"ChecksumAlgorithm": "SHA256"} if self._checksums else {}
+        try:
+            self.client.upload_file(
+                str(local),
+                self.bucket,
+                self._key(key),
+                ExtraArgs=extra,
+                Config=self.transfer,
+                Callback=progress,
+            )
+        except S3UploadFailedError as e:
+            if not extra or not any(code in str(e) for code in _CHECKSUM_REFUSED):
+                raise
+            logger.warning(
+                "%s refused a SHA-256 checksum with an upload (%s): uploading without one; its checkpoints are "
+                "then checked by size only until they are downloaded", self.uri, e,
+            )  # fmt: skip
+            self._checksums = False
+            self.upload(local, key, progress)
+
+    def mismatches(self, name: str, entries: dict[str, dict], copies: dict[str, Path]) -> dict[str, str]:
+        stored = {
+            rel: self.client.head_object(
+                Bucket=self.bucket, Key=self._key(f"{name}/{rel}"), ChecksumMode="ENABLED"
+            ).get("ChecksumSHA256")
+            for rel in entries
+        }
+        found = {
+            rel: "has a SHA-256 in the store other than the manifest's (replaced or corrupt)"
+            for rel, checksum in stored.items()
+            if checksum and (expected := self._checksum(entries[rel], copies.get(rel)))
+            and checksum.split("-")[0] != expected  # real S3 ends a multipart one with -<parts>
+        }  # fmt: skip
+        # Uploads of ours all carry one, or (a store that refuses them) none do: a file without one beside files
+        # with one was written after the commit.
+        if any(stored.values()):
+            found |= {
+                rel: "has no SHA-256 in the store, unlike the checkpoint's other files (replaced since its upload)"
+                for rel, checksum in stored.items()
+                if not checksum
+            }
+        return found
+
+    def _checksum(self, entry: dict, copy: Path | None) -> str | None:
+        """The ChecksumSHA256 S3 keeps for an upload of this file: the file's own SHA-256 (one PUT), or the SHA-256
+        of its parts' SHA-256s (a multipart upload, which ``copy`` is read again for); None when unknown."""
+        if entry["size"] < self.transfer.multipart_threshold:
+            return base64.b64encode(bytes.fromhex(entry["sha256"])).decode()
+        if copy is None or not copy.is_file():
+            return None
+        parts = []
+        with open(copy, "rb") as f:
+            while part := f.read(self.transfer.multipart_chunksize):
+                parts.append(hashlib.sha256(part).digest())
+        return base64.b64encode(hashlib.sha256(b"".join(parts)).digest()).decode()
 
     def download(self, key: str, local: Path, progress: Progress = None) -> None:
         self.client.download_file(

@@ -16,6 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from callbacks.errors import CheckpointError
+from callbacks.manifest import sha256_file
 from common.secrets import credential_problem
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,15 @@ class Store:
     def read_bytes(self, key: str) -> bytes | None:
         """The object's bytes, or None when it does not exist."""
         raise NotImplementedError
+
+    def mismatches(self, name: str, entries: dict[str, dict], copies: dict[str, Path]) -> dict[str, str]:
+        """The files of committed checkpoint ``name`` whose bytes here differ from their manifest ``entries``
+        (relative path -> why), as far as the store can tell without a download; their sizes already match.
+
+        ``copies``: local files known to hold the committed bytes (a checksum over an upload's parts is computed
+        from them). By default nothing is found: sizes are all such a store is judged by.
+        """
+        return {}
 
     def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         """Write an object; with ``if_absent``, only create it (returns False when it already exists)."""
@@ -103,6 +113,15 @@ class FolderStore(Store):
     def read_bytes(self, key: str) -> bytes | None:
         path = self.root / key
         return path.read_bytes() if path.is_file() else None
+
+    def mismatches(self, name: str, entries: dict[str, dict], copies: dict[str, Path]) -> dict[str, str]:
+        # A folder keeps no checksum: its files are read back and hashed (a LoRA checkpoint is hundreds of MB). Not
+        # worth doing right after a copy, whose reads would come from the page cache, but at a later launch.
+        return {
+            rel: "does not match its SHA-256 in the manifest (altered or corrupt)"
+            for rel, entry in entries.items()
+            if not ((path := self.root / name / rel).is_file() and sha256_file(path) == entry["sha256"])
+        }
 
     def write_bytes(self, key: str, data: bytes, *, if_absent: bool = False) -> bool:
         # A folder has no conditional write; checking first is enough with one writer per run, which the run
