@@ -194,6 +194,7 @@ class Resolver:
         copies = {
             rel: local / rel for rel, e in files.items() if held.get(rel, {}).get("sha256") == e["sha256"]
         }
+        logger.info("Checking the bytes of %s against its manifest", self.store.child_uri(same.name))
         try:
             found = self.store.mismatches(same.name, files, copies)
         except Exception as e:
