@@ -8,6 +8,10 @@ own timeouts on its main thread while the asking thread waits a bounded time.
 
 Before any sympy comparison, fingerprints (``rewards._fingerprint``) settle the pairs that surely differ:
 most wrong answers, at a fraction of math-verify's cost.
+
+A comparison that runs out of time (math-verify's own bound, or the grader process's) is no match, and
+``judge`` says it was not settled: a reward takes the no match at once, while evaluation (``patient=True``)
+asks again at once with PATIENCE times longer bounds, so a busy machine does not pass for a wrong answer.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import logging
 import re
 import threading
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
 from itertools import product
+from typing import NamedTuple
 
 from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 from math_verify.errors import TimeoutException
@@ -42,7 +49,12 @@ _SMALL_POWER = re.compile(r"\^(?:[0-9]|\{-?[0-9]\})")
 _EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())
 # math-verify's own bound per parse and per comparison on a main thread: 1 s here, 3 s in the grader process.
 MAIN_THREAD_TIMEOUT_S = {"here": 1, "grader process": 3}
+# How much longer those bounds are when evaluation asks again about a comparison a busy moment left unsettled.
+PATIENCE = 5
 _where = "here"
+_patient: ContextVar[bool] = ContextVar(
+    "patient", default=False
+)  # per thread: a reward thread stays impatient
 _CACHE_SIZE = 4096
 logger = logging.getLogger(__name__)
 
@@ -101,7 +113,19 @@ def is_cheap(expression: str) -> bool:
 
 def _seconds() -> int | None:
     """math-verify's timeout: signal.alarm works on a main thread only (elsewhere is_cheap is the bound)."""
-    return MAIN_THREAD_TIMEOUT_S[_where] if threading.current_thread() is threading.main_thread() else None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return MAIN_THREAD_TIMEOUT_S[_where] * (PATIENCE if _patient.get() else 1)
+
+
+@contextmanager
+def patience(patient: bool = True):
+    """math-verify's bounds on this thread are PATIENCE times longer inside (when ``patient``)."""
+    token = _patient.set(patient)
+    try:
+        yield
+    finally:
+        _patient.reset(token)
 
 
 def become_grader_process() -> None:
@@ -151,80 +175,122 @@ def fingerprint_here(latex: str):
 
 
 def compare_here(gold: str, pred: str) -> bool:
-    """math-verify's verdict, computed in this process; False when either side does not parse."""
-    try:
-        return _verify(_parse(gold), _parse(pred))
-    except TimeoutException:  # not an Exception subclass
-        if _where == "grader process":
-            raise  # an error reply, which the asking process does not remember
-        _say_timeout(gold, pred)
-        return False
+    """math-verify's verdict, computed in this process; False when either side does not parse.
+
+    Raises:
+        TimeoutException: math-verify ran out of time (not an Exception subclass): no verdict, not a no match.
+    """
+    return _verify(_parse(gold), _parse(pred))
 
 
-def _say_timeout(*answers: str) -> None:
-    shown = ", ".join(repr(answer[:80]) for answer in answers)
-    logger.warning("math-verify ran out of time on %s (a busy machine?); no match this time.", shown)
-
-
-_FAILED = object()  # what the grader process could not settle in time: no match
+_FAILED = object()  # what the grader process could not settle in time: unsettled
 # After a failure the same request is not asked again for this long: an answer too costly to settle then costs
-# REQUEST_TIMEOUT_S at most once a period, and a gold that failed in a busy moment is graded again after it.
+# REQUEST_TIMEOUT_S at most once a period, and a gold that failed in a busy moment is graded again after it. A
+# patient request that failed (PATIENT_REQUEST_TIMEOUT_S) waits longer: a pathological answer sampled many times
+# must not cost a minute per sample.
 RETRY_AFTER_S = 30.0
+PATIENT_RETRY_AFTER_S = 600.0
 _failed_at: dict[tuple, float] = {}
 
 
 @lru_cache(maxsize=_CACHE_SIZE)
-def _answer(*message):
+def _answer(*message, patient: bool = False):
     """The grader process's answer, remembered: a group of samples often gives one answer, and an epoch meets
     each gold again. A failure raises, and is not remembered here."""
-    return CLIENT.request(*message)
+    return CLIENT.request(*message, patient=True) if patient else CLIENT.request(*message)
 
 
-def _remote(*message):
+def _remote(*message, patient: bool = False):
     """The grader process's answer to ``("fingerprint", latex)`` or ``("compare", gold, pred)``; _FAILED when it
-    fails, and at once for RETRY_AFTER_S after a failure."""
-    if message in _failed_at and time.monotonic() - _failed_at[message] < RETRY_AFTER_S:
+    fails, and at once for RETRY_AFTER_S after a failure (PATIENT_RETRY_AFTER_S after a patient one)."""
+    key, pause = (message, patient), PATIENT_RETRY_AFTER_S if patient else RETRY_AFTER_S
+    if key in _failed_at and time.monotonic() - _failed_at[key] < pause:
         return _FAILED
     try:
-        return _answer(*message)
+        return _answer(*message, patient=patient)
     except GraderTimeout as e:
         if len(_failed_at) >= _CACHE_SIZE:
             _failed_at.clear()
-        _failed_at[message] = time.monotonic()
+        _failed_at[key] = time.monotonic()
         shown = ", ".join(repr(part[:80]) for part in message[1:])
-        logger.warning("The grader process failed on %s %s (%s); no match.", message[0], shown, e)
+        how = "even with patience" if patient else "no match this time"
+        logger.warning("The grader process failed on %s %s (%s); unsettled, %s.", message[0], shown, e, how)
         return _FAILED
 
 
-def _print(latex: str):
-    return fingerprint_here(latex) if is_cheap(latex) else _remote("fingerprint", latex)
+def _print(latex: str, patient: bool):
+    return fingerprint_here(latex) if is_cheap(latex) else _remote("fingerprint", latex, patient=patient)
+
+
+class Verdict(NamedTuple):
+    """Whether two answers match, and whether that was settled: False when time ran out first (no match)."""
+
+    match: bool
+    settled: bool = True
+
+
+_UNSETTLED = Verdict(False, settled=False)
+
+
+def judge(gold: str, pred: str, *, cheap_only: bool = False, patient: bool = False) -> Verdict:
+    r"""``equivalent``'s verdict, and whether it was settled in time; never raises, bounded in time.
+
+    Args:
+        gold: The gold answer (LaTeX or a number).
+        pred: The completion's answer.
+        cheap_only: Compare only what ``is_cheap`` settles here (a number gold): anything else is no match.
+        patient: Ask again at once, with PATIENCE times longer bounds, when the first try runs out of time
+            (evaluation; a reward keeps the first try's no match).
+
+    >>> judge("[-2, 7]", "[-2,7]"), judge("3", "2^9")
+    (Verdict(match=True, settled=True), Verdict(match=False, settled=True))
+    """
+    verdict = _judge(gold, pred, cheap_only, patient=False)
+    if verdict.settled or not patient:
+        return verdict
+    with patience():
+        return _judge(gold, pred, cheap_only, patient=True)
+
+
+def _judge(gold: str, pred: str, cheap_only: bool, patient: bool) -> Verdict:
+    if cheap_only and not (is_cheap(gold) and is_cheap(pred)):
+        return Verdict(
+            False
+        )  # a number's equal is cheap to write; anything else is not worth the grader process
+    if _TOWER.search(gold) or _TOWER.search(pred):
+        return Verdict(False)  # 9^{9^{9^9}}: no process can evaluate it, so no process is asked to
+    try:
+        gold_print = _print(gold, patient)
+        if gold_print is _FAILED:
+            return _UNSETTLED
+        pred_print = _print(pred, patient)
+        if pred_print is _FAILED:
+            return _UNSETTLED
+        if surely_different(gold_print, pred_print):
+            return Verdict(False)
+        if is_cheap(gold) and is_cheap(pred):
+            return Verdict(compare_here(gold, pred))
+        answer = _remote("compare", gold, pred, patient=patient)
+        return _UNSETTLED if answer is _FAILED else Verdict(answer is True)
+    except TimeoutException:  # math-verify here, on the main thread (not an Exception subclass)
+        shown = ", ".join(repr(answer[:80]) for answer in (gold, pred))
+        logger.warning(
+            "math-verify ran out of time on %s (a busy machine?); unsettled, no match this time.", shown
+        )
+        return _UNSETTLED
+    except Exception:  # model output must never crash training: log it, grade as wrong
+        logger.debug("math-verify failed on gold %r, prediction %r", gold, pred, exc_info=True)
+        return Verdict(False)
 
 
 def equivalent(gold: str, pred: str, *, cheap_only: bool = False) -> bool:
     r"""Whether two answers are mathematically equal per math-verify; never raises, bounded in time.
+
+    What runs out of time is no match (``judge`` tells it apart).
 
     >>> equivalent("0.5", r"\frac{1}{2}"), equivalent("18", r"\dfrac{36}{2}"), equivalent("3", "2^9")
     (True, True, False)
     >>> equivalent(r"(-\infty, 1) \cup (2, \infty)", r"(-\infty,1)\cup(2,\infty)"), equivalent("[-2, 7]", "(-2, 7)")
     (True, False)
     """
-    if cheap_only and not (is_cheap(gold) and is_cheap(pred)):
-        return False  # a number's equal is cheap to write; anything else is not worth the grader process
-    if _TOWER.search(gold) or _TOWER.search(pred):
-        return False  # 9^{9^{9^9}}: no process can evaluate it, so no process is asked to
-    try:
-        gold_print = _print(gold)
-        if gold_print is _FAILED:
-            return False
-        pred_print = _print(pred)
-        if pred_print is _FAILED or surely_different(gold_print, pred_print):
-            return False
-        if is_cheap(gold) and is_cheap(pred):
-            return compare_here(gold, pred)
-        return _remote("compare", gold, pred) is True
-    except TimeoutException:  # a parse here, on the main thread (not an Exception subclass)
-        _say_timeout(gold, pred)
-        return False
-    except Exception:  # model output must never crash training: log it, grade as wrong
-        logger.debug("math-verify failed on gold %r, prediction %r", gold, pred, exc_info=True)
-        return False
+    return judge(gold, pred, cheap_only=cheap_only).match

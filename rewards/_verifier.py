@@ -4,8 +4,9 @@ math-verify bounds its work with ``signal.alarm``, which only works on a main th
 C-level big-integer power (``\\boxed{9^{9^{9^9}}}``). A LaTeX answer that is not provably cheap is therefore
 parsed and compared in this child process, on its main thread (so math-verify's own timeouts apply), while
 the asking thread waits at most ``REQUEST_TIMEOUT_S``. A request that takes longer gets the child killed
-(the next request starts a fresh one) and is graded as no match: a model's output can slow grading down,
-never hang it or crash it.
+(the next request starts a fresh one) and is graded as no match, marked unsettled: a model's output can slow
+grading down, never hang it or crash it. Evaluation asks again, patiently, what was left unsettled
+(``PATIENT_REQUEST_TIMEOUT_S``).
 
 The child is a plain ``python -c`` subprocess rather than a multiprocessing one: spawning through
 multiprocessing would re-import the launching script (``recipes/run.py`` with torch and TRL) in the child.
@@ -24,13 +25,16 @@ from pathlib import Path
 
 # What one request may take, startup aside: math-verify's own per-step bound is 3 s (see _symbolic).
 REQUEST_TIMEOUT_S = 10
+# What a patient request may take: evaluation asks again what a busy moment left unsettled, and can wait where a
+# reward cannot (math-verify's bound in the child is then _symbolic.PATIENCE times longer too).
+PATIENT_REQUEST_TIMEOUT_S = 60
 # Starting the child imports sympy and math-verify: a few seconds, more on a busy machine.
 STARTUP_TIMEOUT_S = 120
 logger = logging.getLogger(__name__)
 
 
 class GraderTimeout(Exception):
-    """The grader process did not answer in time (or died); the answer counts as no match."""
+    """The grader process did not answer in time (or died): the comparison is unsettled (no match for a reward)."""
 
 
 class GraderError(GraderTimeout):
@@ -73,15 +77,18 @@ class _Client:
             self._conn.close()
         self._process = self._conn = None
 
-    def request(self, *message):
-        """The child's answer to ``message``; GraderTimeout when it takes too long or the child fails."""
+    def request(self, *message, patient: bool = False):
+        """The child's answer to ``message``; GraderTimeout when it takes too long or the child fails.
+
+        ``patient``: wait up to PATIENT_REQUEST_TIMEOUT_S, and the child gives math-verify longer bounds.
+        """
         with self._lock:
             try:
                 if self._process is None or self._pid != os.getpid() or self._process.poll() is not None:
                     self.stop()  # after a fork the child belongs to the parent process: start our own
                     self._start()
-                self._conn.send(message)
-                return self._conn.receive(REQUEST_TIMEOUT_S)
+                self._conn.send((patient, message))
+                return self._conn.receive(PATIENT_REQUEST_TIMEOUT_S if patient else REQUEST_TIMEOUT_S)
             except GraderError:
                 raise
             except (OSError, EOFError, GraderTimeout) as e:
@@ -130,10 +137,11 @@ def serve(read_fd: int, write_fd: int) -> None:
     writer.send(("ok", "ready"))
     while True:
         try:
-            operation, *args = reader.recv()
+            patient, (operation, *args) = reader.recv()
         except EOFError:
             return
         try:
-            writer.send(("ok", handlers[operation](*args)))
+            with _symbolic.patience(patient):
+                writer.send(("ok", handlers[operation](*args)))
         except (Exception, TimeoutException) as e:  # noqa: BLE001 - a bad answer grades as no match, the child goes on
             writer.send(("error", f"{type(e).__name__}: {e}"[:300]))

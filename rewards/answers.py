@@ -19,6 +19,10 @@ correct against its own answer and wrong against every other answer math-verify 
 
 Only the last ``TAIL_CHARS`` characters of a text are read, so grading a runaway 1 MB completion costs
 the same as a normal one, and no function here raises on any model output.
+
+A comparison that runs out of time (a busy machine, or an answer too costly to compare) is no match, and
+``grade`` marks it unsettled (``Graded.settled``): the reward takes it as wrong at once; evaluation passes
+``patient=True`` to have it compared again at once with longer bounds, and records what stays unsettled.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from rewards._parsing import (
     latex_from_snippet,
 )
 from rewards._precedence import DEFAULT_PRECEDENCE, Found, find_answer
-from rewards._symbolic import equivalent
+from rewards._symbolic import Verdict, judge
 
 __all__ = [
     "TAIL_CHARS",
@@ -163,9 +167,13 @@ def answers_match(pred: str, gold: str, *, latex: bool = False) -> bool:
     >>> answers_match("18", "18"), answers_match(r"\frac{1}{2}", "0.5"), answers_match("18", "1.8")
     (True, True, False)
     """
+    return _match(pred, gold, latex, patient=False).match
+
+
+def _match(pred: str, gold: str, latex: bool, patient: bool) -> Verdict:
     if is_canonical_number(pred) and is_canonical_number(gold):
-        return pred == gold
-    return equivalent(gold, pred, cheap_only=not latex)
+        return Verdict(pred == gold)
+    return judge(gold, pred, cheap_only=not latex, patient=patient)
 
 
 class Graded(NamedTuple):
@@ -173,13 +181,24 @@ class Graded(NamedTuple):
 
     found: Found | None  # the final answer located (None: no answer, or a hedged one)
     correct: bool
+    # False: the comparison ran out of time before it was decided, and correct is False for want of a verdict.
+    settled: bool = True
 
 
-def grade(text: str, gold: str | float | Gold, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> Graded:
+def grade(
+    text: str,
+    gold: str | float | Gold,
+    precedence: Sequence[str] = DEFAULT_PRECEDENCE,
+    *,
+    patient: bool = False,
+) -> Graded:
     r"""Locate a completion's final answer and compare it with the gold answer.
 
     A hedged answer (``x = 1 \pm \sqrt{19}``, "3 or 4") is no answer, unless the gold itself is hedged
     the same way: MATH's ``1 \pm \sqrt{19}`` is one answer naming two values.
+
+    ``patient=True`` (evaluation): a comparison that runs out of time is tried again at once with longer
+    bounds; what still runs out is ``settled=False``. Without it (the reward) the first try's no match stands.
 
     >>> grade(r"So $r = \boxed{(3, \tfrac{\pi}{2})}$.", r"\left( 3, \frac{\pi}{2} \right)").correct
     True
@@ -188,16 +207,22 @@ def grade(text: str, gold: str | float | Gold, precedence: Sequence[str] = DEFAU
     """
     gold = read_gold(gold)
     found = _final_answer(text, gold, precedence)
-    return Graded(found, found is not None and answers_match(found.answer, gold.answer, latex=gold.latex))
+    if found is None:
+        return Graded(None, False)
+    verdict = _match(found.answer, gold.answer, gold.latex, patient)
+    return Graded(found, verdict.match, verdict.settled)
 
 
-def is_correct(text: str, gold: str | float, precedence: Sequence[str] = DEFAULT_PRECEDENCE) -> bool:
+def is_correct(
+    text: str, gold: str | float, precedence: Sequence[str] = DEFAULT_PRECEDENCE, *, patient: bool = False
+) -> bool:
     r"""Whether a completion's final answer equals the gold answer.
 
     Args:
         text: A model completion (any string; never raises on it).
         gold: The gold answer: plain ("1080"), GSM8K's solution form ("... #### 1,080") or LaTeX ("[-2, 7]").
         precedence: Rule order, see the module docstring.
+        patient: Compare again with longer bounds what runs out of time (see ``grade``).
 
     Raises:
         ValueError: The gold holds no answer (see ``read_gold``).
@@ -207,7 +232,7 @@ def is_correct(text: str, gold: str | float, precedence: Sequence[str] = DEFAULT
     >>> is_correct("The answer is 18.5", "18"), is_correct(r"\boxed{\text{(C)}}", "C")
     (False, True)
     """
-    return grade(text, gold, precedence).correct
+    return grade(text, gold, precedence, patient=patient).correct
 
 
 def format_ok(text: str, style: str | None = None) -> bool:
@@ -229,22 +254,24 @@ _STYLE_RULES = {"tags": ("answer_tag",), "hash": ("hash",), "boxed": ("boxed",)}
 LENIENT_PRECEDENCE = ("boxed", "last_number")
 
 
-def strict_correct(text: str, gold: str | float, style: str | None = None) -> bool:
+def strict_correct(text: str, gold: str | float, style: str | None = None, *, patient: bool = False) -> bool:
     r"""Correct in the format the prompt asks for: the answer read only from the style's marker.
 
-    Like lm-eval's GSM8K "strict-match". ``style=None`` accepts either shipped marker.
+    Like lm-eval's GSM8K "strict-match". ``style=None`` accepts either shipped marker; ``patient``: see ``grade``.
 
     >>> strict_correct("#### 7", "7", "hash"), strict_correct(r"\boxed{7}", "7", "hash")
     (True, False)
     """
     rules = sum((_STYLE_RULES[name] for name in (STYLES if style is None else (check_style(style),))), ())
-    return is_correct(text, gold, precedence=rules)
+    return is_correct(text, gold, precedence=rules, patient=patient)
 
 
-def lenient_correct(text: str, gold: str | float) -> bool:
+def lenient_correct(text: str, gold: str | float, *, patient: bool = False) -> bool:
     r"""Correct by the last boxed answer, else the last number anywhere (lm-eval's "flexible-extract").
+
+    ``patient``: see ``grade``.
 
     >>> lenient_correct("So she pays 7 dollars.", "7"), lenient_correct("7 apples, then 9 pears", "7")
     (True, False)
     """
-    return is_correct(text, gold, precedence=LENIENT_PRECEDENCE)
+    return is_correct(text, gold, precedence=LENIENT_PRECEDENCE, patient=patient)

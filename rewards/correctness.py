@@ -131,7 +131,8 @@ class Correctness:
         rewards, answers, correct_lengths = [], [], []
         for completion, ids, gold_value in zip(completions, completion_ids, golds):
             text = completion_text(completion)
-            found, correct = grade(text, gold_answers[str(gold_value)], self.precedence)
+            # Unsettled (the grader ran out of time) pays nothing, as a no match: a reward cannot wait for it.
+            found, correct, _settled = grade(text, gold_answers[str(gold_value)], self.precedence)
             answers.append(found.answer if found else None)
             if not correct:
                 rewards.append(0.0)

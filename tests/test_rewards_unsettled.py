@@ -1,0 +1,104 @@
+r"""A grade the grader could not settle in time is told apart from a settled no match (``Graded.settled``).
+
+The reward keeps its bounded first try (unsettled pays 0, as a no match); ``patient=True`` (evaluation) asks
+again at once, past the 30 s pause, with longer bounds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewards import _symbolic, _verifier
+from rewards.answers import Graded, grade, is_correct, strict_correct
+from rewards.correctness import Correctness
+
+MATRIX = r"\begin{pmatrix} 2 \\ 9 \end{pmatrix}"
+TEXT = rf"So the answer is $\boxed{{{MATRIX}}}$."
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """No remembered answers or failures from other tests, and none left behind."""
+    monkeypatch.setattr(_symbolic, "_failed_at", {})
+    _symbolic._answer.cache_clear()
+    yield
+    _symbolic._answer.cache_clear()
+
+
+@pytest.fixture
+def busy(monkeypatch, fresh):
+    """A grader process that times out on every request, patient ones too unless ``patient_answers`` is set (then
+    a patient request is answered as the grader process would); ``asked`` lists (operation, patient)."""
+    state = {"asked": [], "patient_answers": False}
+    handlers = {"fingerprint": _symbolic.fingerprint_here, "compare": _symbolic.compare_here}
+
+    def request(*message, patient=False):
+        state["asked"].append((message[0], patient))
+        if patient and state["patient_answers"]:
+            return handlers[message[0]](*message[1:])
+        raise _verifier.GraderTimeout(
+            f"grader process: {message[0]} took too long or failed (no answer in 0 s)"
+        )
+
+    monkeypatch.setattr(_verifier.CLIENT, "request", request)
+    return state
+
+
+def test_a_grader_process_timeout_is_unsettled_and_a_patient_grade_settles_it(monkeypatch, fresh):
+    """The real grader process: a request past REQUEST_TIMEOUT_S was a plain no match, indistinguishable from a
+    wrong answer in an evaluation record."""
+    assert is_correct(r"\boxed{[-2, 7]}", "[-2, 7]")  # the grader process is up
+    monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.0)  # no answer can come in time
+    graded = grade(TEXT, MATRIX)
+    assert (graded.correct, graded.settled) == (False, False)
+    assert graded.found.answer == MATRIX  # an answer was found: only its comparison is undecided
+    # The 30 s pause holds the same request back, yet a patient grade asks again at once, with more time.
+    graded = grade(TEXT, MATRIX, patient=True)
+    assert (graded.correct, graded.settled) == (True, True)
+
+
+def test_the_reward_pays_nothing_for_an_unsettled_grade_and_never_waits_patiently(busy):
+    reward = Correctness(min_tokens=0, full_credit_tokens=1)
+    assert reward([TEXT, TEXT], completion_ids=[[1], [1]], gold=[MATRIX, MATRIX]) == [0.0, 0.0]
+    assert busy["asked"] == [("fingerprint", False)]  # once; the second sample met the pause
+    assert grade(TEXT, MATRIX) == Graded(grade(TEXT, MATRIX).found, False, settled=False)
+
+
+def test_a_patient_grade_that_still_times_out_stays_unsettled_and_waits_its_own_pause(busy):
+    graded = grade(TEXT, MATRIX, patient=True)
+    assert (graded.correct, graded.settled) == (False, False)
+    assert busy["asked"] == [("fingerprint", False), ("fingerprint", True)]  # tried, then tried patiently
+    assert grade(TEXT, MATRIX, patient=True).settled is False
+    assert len(busy["asked"]) == 2  # a pathological answer sampled again costs no second minute
+    busy["patient_answers"] = True
+    assert grade(TEXT, r"\begin{pmatrix} 2 \\ 8 \end{pmatrix}", patient=True).settled is False  # same gold
+
+
+def test_a_patient_grade_settles_what_the_grader_answers_given_time(busy):
+    busy["patient_answers"] = True
+    graded = grade(TEXT, MATRIX, patient=True)
+    assert (graded.correct, graded.settled) == (True, True)
+    wrong = grade(TEXT, r"\begin{pmatrix} 2 \\ 8 \end{pmatrix}", patient=True)
+    assert (wrong.correct, wrong.settled) == (False, True)  # a settled no match
+    assert strict_correct(rf"<answer>{MATRIX}</answer>", MATRIX, "tags", patient=True)
+
+
+def test_a_local_math_verify_timeout_is_retried_with_patient_bounds(monkeypatch, fresh, caplog):
+    """A cheap answer is compared in this process under math-verify's 1 s alarm; a busy second ran it out."""
+    from math_verify.errors import TimeoutException
+
+    real, bounds = _symbolic._verify, []
+
+    def busy_for_a_while(gold, pred):
+        bounds.append(_symbolic._seconds())
+        if len(bounds) <= 2:
+            raise TimeoutException("Timeout during comparison")
+        return real(gold, pred)
+
+    monkeypatch.setattr(_symbolic, "_verify", busy_for_a_while)
+    text, gold = r"\boxed{\frac{3}{7}}", r"\frac{6}{14}"
+    assert grade(text, gold).settled is False and "unsettled" in caplog.text
+    graded = grade(text, gold, patient=True)
+    assert (graded.correct, graded.settled) == (True, True)
+    assert bounds == [1, 1, _symbolic.PATIENCE]  # the retry ran under five times the bound
+    assert _symbolic._seconds() == 1  # and left the bound as it was
