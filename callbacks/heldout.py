@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 
 def summarize(records: list[dict], step: int, reward: float | None) -> dict:
-    """One history entry: accuracy, its 95% Wilson interval over questions, unparseable share, per-question counts."""
+    """One history entry: accuracy, its 95% Wilson interval over questions, unparseable share, unsettled samples,
+    per-question counts."""
     per_question: dict[str, list[int]] = {}
     for r in records:
         counts = per_question.setdefault(r["id"], [0, 0, 0])
@@ -51,6 +52,8 @@ def summarize(records: list[dict], step: int, reward: float | None) -> dict:
         "questions": len(per_question),
         "samples": len(records) // len(per_question),
         "unparseable": sum(r["pred"] is None for r in records) / len(records),
+        # Samples whose grade the grader never settled (records.py): counted wrong, so the accuracy may be low.
+        "unsettled": sum(bool(r.get("unsettled")) for r in records),
         "mean_tokens": sum(r["n_tokens"] for r in records) / len(records),
         "reward": reward,
         "records": f"heldout/step-{step}.jsonl",
@@ -160,6 +163,12 @@ class HeldoutCallback(TrainerCallback):
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             write_text_atomically(self.output_dir / entry["records"], text)
+            if entry["unsettled"]:
+                logger.warning(
+                    "held-out step %d: the grader ran out of time on %d of %d samples, even when asked again (a busy "
+                    "machine?); they count as wrong, so this step's accuracy may be too low.",
+                    step, entry["unsettled"], len(records),
+                )  # fmt: skip
         return entry
 
     def on_save(self, args, state, control, **kwargs):

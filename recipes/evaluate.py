@@ -22,8 +22,9 @@ Grading uses rewards.answers, the training grader: each sample is correct, well-
 no well-formed final answer (format_ok, in the style of the recipe's format reward).
 
 Resuming: records are appended and fsync'd batch by batch; re-running the same command skips the finished
-(id, sample) pairs and drops a half-written last line. A file written with other settings (model, adapter,
-seed, split, data source, decoding) is refused. Reproducibility: vLLM seeds every request from (--seed, id,
+(id, sample) pairs, drops a half-written last line, and grades again from its saved completion a sample whose
+grade the grader could not settle in time ("unsettled", see records.py). A file written with other settings
+(model, adapter, seed, split, data source, decoding) is refused. Reproducibility: vLLM seeds every request from (--seed, id,
 sample), so its draws are independent of batching. With --engine hf a batch is seeded from its requests,
 and batches are cut the same way on every run, so a resumed run draws what an uninterrupted one would, given
 the same --questions, --samples, --batch-size, hardware and library versions; GPU kernels may still differ
@@ -57,6 +58,7 @@ from recipes.evaluation.records import (
     make_record,
     read_records,
     record_settings,
+    regrade_unsettled,
     repair_end,
     summary,
 )
@@ -176,6 +178,8 @@ def evaluate(
             f"{samples}): its summary would leave them out, and stats.compare would not. Rerun with the file's "
             "--questions and --samples, or use a new --out file."
         )
+    style = format_style(recipe.config["rewards"])
+    repair = regrade_unsettled(out, existing, repair, style)
     pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
     finished = sum((ids[q], k) in done for q, k in units)
     logger.info(
@@ -202,7 +206,6 @@ def evaluate(
         )
         if engine == "hf":
             generator.size_cache(prompts)
-        style = format_style(recipe.config["rewards"])
         out.parent.mkdir(parents=True, exist_ok=True)
         repair_end(out, repair)
         with (

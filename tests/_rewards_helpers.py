@@ -67,3 +67,31 @@ def _make_closure():
 
 unpicklable_closure = _make_closure()
 NOT_CALLABLE = 3
+
+
+def busy_grader(monkeypatch) -> dict:
+    """A grader process that times out on every request, patient ones too until ``patient_answers`` is set (then it
+    answers them as the grader process would); ``asked`` lists (operation, patient)."""
+    from rewards import _symbolic, _verifier
+
+    state = {"asked": [], "patient_answers": False}
+    handlers = {"fingerprint": _symbolic.fingerprint_here, "compare": _symbolic.compare_here}
+
+    def request(*message, patient=False):
+        state["asked"].append((message[0], patient))
+        if patient and state["patient_answers"]:
+            return handlers[message[0]](*message[1:])
+        raise _verifier.GraderTimeout(
+            f"grader process: {message[0]} took too long or failed (no answer in 0 s)"
+        )
+
+    monkeypatch.setattr(_verifier.CLIENT, "request", request)
+    return state
+
+
+def forget_grader_answers(monkeypatch) -> None:
+    """The grader's remembered answers and failures cleared, as in a new process."""
+    from rewards import _symbolic
+
+    monkeypatch.setattr(_symbolic, "_failed_at", {})
+    _symbolic._answer.cache_clear()

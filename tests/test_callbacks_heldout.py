@@ -36,6 +36,8 @@ def test_summary_counts_each_question_and_gives_a_question_clustered_interval():
     low, high = proportion_confint(1.5, 3, method="wilson")
     assert entry["low"] == pytest.approx(low) and entry["high"] == pytest.approx(high)
     assert (entry["step"], entry["reward"], entry["records"]) == (40, 2.5, "heldout/step-40.jsonl")
+    assert entry["unsettled"] == 0
+    assert summarize([*records, {**record("d", 0, False), "unsettled": True}], 40, None)["unsettled"] == 1
 
 
 def test_a_resumed_history_forgets_what_came_after_its_checkpoint():

@@ -7,6 +7,7 @@ again at once, past the 30 s pause, with longer bounds.
 from __future__ import annotations
 
 import pytest
+from _rewards_helpers import busy_grader, forget_grader_answers
 
 from rewards import _symbolic, _verifier
 from rewards.answers import Graded, grade, is_correct, strict_correct
@@ -19,29 +20,14 @@ TEXT = rf"So the answer is $\boxed{{{MATRIX}}}$."
 @pytest.fixture
 def fresh(monkeypatch):
     """No remembered answers or failures from other tests, and none left behind."""
-    monkeypatch.setattr(_symbolic, "_failed_at", {})
-    _symbolic._answer.cache_clear()
+    forget_grader_answers(monkeypatch)
     yield
     _symbolic._answer.cache_clear()
 
 
 @pytest.fixture
 def busy(monkeypatch, fresh):
-    """A grader process that times out on every request, patient ones too unless ``patient_answers`` is set (then
-    a patient request is answered as the grader process would); ``asked`` lists (operation, patient)."""
-    state = {"asked": [], "patient_answers": False}
-    handlers = {"fingerprint": _symbolic.fingerprint_here, "compare": _symbolic.compare_here}
-
-    def request(*message, patient=False):
-        state["asked"].append((message[0], patient))
-        if patient and state["patient_answers"]:
-            return handlers[message[0]](*message[1:])
-        raise _verifier.GraderTimeout(
-            f"grader process: {message[0]} took too long or failed (no answer in 0 s)"
-        )
-
-    monkeypatch.setattr(_verifier.CLIENT, "request", request)
-    return state
+    return busy_grader(monkeypatch)
 
 
 def test_a_grader_process_timeout_is_unsettled_and_a_patient_grade_settles_it(monkeypatch, fresh):

@@ -2,6 +2,12 @@
 
 One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/evaluate.py` writes them and
 `python -m stats.compare` reads them.
+
+``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
+time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even when asked
+again with longer bounds. Its ``correct`` is false for want of a verdict, not because the answer was found
+wrong; stats.compare counts it as wrong and warns. Re-running the same evaluate.py command grades such samples
+again from their saved completions (``regrade_unsettled``), generating nothing.
 """
 
 from __future__ import annotations
@@ -163,16 +169,17 @@ def prompt_sha(system_prompt: str | None) -> str:
 
 def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
     """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings."""
-    from rewards.answers import format_ok, grade, lenient_correct, strict_correct
+    from rewards.answers import format_ok
 
     text = completion.text
-    graded = grade(text, row["gold"])
+    graded, strict, lenient = _grades(text, row["gold"], style)
     return {
         "id": row["id"],
         "sample": sample,
         "correct": graded.correct,
-        "correct_strict": strict_correct(text, row["gold"], style),
-        "correct_lenient": lenient_correct(text, row["gold"]),
+        **({} if graded.settled else {"unsettled": True}),
+        "correct_strict": strict,
+        "correct_lenient": lenient,
         "format_ok": format_ok(text, style),
         "pred": graded.found.answer if graded.found else None,
         "gold": row["gold"],
@@ -185,6 +192,36 @@ def make_record(row: dict, sample: int, completion, style: str | None, settings:
         **extra,
         **settings,
     }
+
+
+def _grades(text: str, gold, style: str | None):
+    """The grade and lm-eval's strict and lenient verdicts. Patient: evaluation can wait where a reward cannot,
+    so a comparison a busy moment left unsettled is asked again at once with longer bounds."""
+    from rewards.answers import grade, lenient_correct, strict_correct
+
+    graded = grade(text, gold, patient=True)
+    return graded, strict_correct(text, gold, style, patient=True), lenient_correct(text, gold, patient=True)
+
+
+def regrade_unsettled(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
+    """Grade again, in place, the records whose grade was left unsettled (from their saved completions), and
+    rewrite ``path`` with them when there are any; returns the repair still to make before appending."""
+    unsettled = [r for r in records if r.get("unsettled")]
+    for record in unsettled:
+        graded, strict, lenient = _grades(record["completion"], record["gold"], style)
+        record.pop("unsettled")
+        record.update(correct=graded.correct, correct_strict=strict, correct_lenient=lenient)
+        if not graded.settled:
+            record["unsettled"] = True
+    if not unsettled:
+        return repair
+    still = sum(bool(r.get("unsettled")) for r in unsettled)
+    write_text_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    logger.info(
+        "%s: graded %d unsettled samples again: %d settled, %d still unsettled.",
+        path, len(unsettled), len(unsettled) - still, still,
+    )  # fmt: skip
+    return None  # whole records only now: a half-written last line is gone, and its sample is redone
 
 
 def format_style(rewards: list[dict]) -> str | None:
@@ -206,6 +243,12 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str] |
         ("no well-formed answer", total - correct - formatted),
     ):
         lines.append(f"  {label:<26}{count:>6}/{total}  {100 * count / total:5.1f}%")
+    if unsettled := sum(bool(r.get("unsettled")) for r in records):
+        lines += [
+            f"  {'unsettled, counted wrong':<26}{unsettled:>6}/{total}  {100 * unsettled / total:5.1f}%  "
+            + "(the grader ran out of time on them, even when asked again)",
+            "    a busy machine? Re-run this command when it is less busy: it grades them again, generating nothing.",
+        ]
     lines.append(f"  questions solved at least once {solved}/{questions}")
     if all(r["id"].startswith("gsm8k-") for r in records):
         lines.append("  lm-eval's GSM8K scoring (what published GSM8K numbers use):")

@@ -1,0 +1,80 @@
+r"""Evaluation and a grader that runs out of time: an unsettled grade is asked again, what stays unsettled is
+marked in its record ("unsettled": true) and counted in the summary, and a re-run grades it again from its saved
+completion, generating nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from _rewards_helpers import busy_grader, forget_grader_answers
+
+from recipes.evaluation import generation
+from recipes.evaluation.generation import Completion
+from recipes.evaluation.records import make_record, summary
+from rewards import _symbolic
+from tests._evaluate_helpers import lines, run
+
+MATRIX, OTHER = r"\begin{pmatrix} 2 \\ 9 \end{pmatrix}", r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}"
+ANSWER = Completion(rf"So $A = \boxed{{{MATRIX}}}$.", 12)
+
+
+@pytest.fixture
+def busy(monkeypatch):
+    forget_grader_answers(monkeypatch)
+    yield busy_grader(monkeypatch)
+    _symbolic._answer.cache_clear()
+
+
+def _record(gold: str) -> dict:
+    row = {"id": f"math-{gold}", "question": "Find A.", "gold": gold}
+    return make_record(row, 0, ANSWER, "boxed", {"model": "m"})
+
+
+def test_an_unsettled_grade_is_asked_again_and_what_stays_unsettled_says_so(busy, monkeypatch):
+    record = _record(MATRIX)
+    assert (record["correct"], record["unsettled"]) == (False, True)
+    assert ("fingerprint", True) in busy["asked"]  # the patient retry, past the 30 s pause
+    busy["patient_answers"] = True
+    assert _record(MATRIX)["unsettled"]  # a patient failure is not asked again for PATIENT_RETRY_AFTER_S
+    monkeypatch.setattr(_symbolic, "PATIENT_RETRY_AFTER_S", 0.0)
+    record = _record(MATRIX)
+    assert record["correct"] and record["correct_strict"] and "unsettled" not in record
+    record = _record(OTHER)
+    assert (record["correct"], "unsettled" in record) == (False, False)  # a settled no match
+
+
+def test_the_summary_counts_unsettled_samples_only_when_there_are_some():
+    records = [
+        {"id": "q1", "sample": 0, "correct": True, "format_ok": True},
+        {"id": "q1", "sample": 1, "correct": False, "format_ok": True, "unsettled": True},
+    ]
+    text = summary(records, 1, "out.jsonl")
+    assert re.search(r"unsettled, counted wrong +1/2 +50.0%", text) and "Re-run this command" in text
+    assert "unsettled" not in summary(records[:1], 1, "out.jsonl")
+
+
+def test_a_rerun_grades_unsettled_samples_again_without_generating(busy, tmp_path, capsys, monkeypatch):
+    data = tmp_path / "matrices_test.jsonl"
+    rows = [{"problem": f"Find matrix {i}.", "answer": gold, "unique_id": f"test/precalculus/{i}.json"}
+            for i, gold in enumerate((MATRIX, OTHER))]  # fmt: skip
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setattr(
+        generation.HFGenerator, "generate", lambda self, prompts, seeds: [ANSWER] * len(prompts)
+    )
+    out = tmp_path / "base.jsonl"
+    argv = ["math_tiny", f"data.eval_source={data}", "--samples", "2", "--max-new-tokens", "8", "--out", out]
+    code, stdout, _ = run(capsys, *argv)
+    assert code == 0
+    assert [(r["correct"], r.get("unsettled")) for r in lines(out)] == [(False, True)] * 4
+    assert re.search(r"unsettled, counted wrong +4/4 +100.0%", stdout)
+    # Later, on a quieter machine: the grader answers given time, and no model is loaded for the re-grade.
+    forget_grader_answers(monkeypatch)
+    busy["patient_answers"] = True
+    monkeypatch.setattr(generation, "load_generator", lambda *a, **k: pytest.fail("generated for a re-grade"))
+    code, stdout, _ = run(capsys, *argv)
+    assert code == 0
+    graded = {(r["id"], r["sample"]): (r["correct"], r.get("unsettled")) for r in lines(out)}
+    assert sorted(graded.values()) == [(False, None)] * 2 + [(True, None)] * 2
+    assert "unsettled, counted wrong" not in stdout and re.search(r"correct +2/4 ", stdout)
