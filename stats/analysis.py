@@ -18,6 +18,7 @@ from stats.paired import TestResult
 from stats.power import PowerSummary, paired_power
 from stats.records import ModelRecords, Pairing
 from stats.samples import describe_samples
+from stats.unsettled import Unsettled, count_unsettled
 
 if TYPE_CHECKING:  # stats.groups builds on compare_models below
     from stats.groups import GroupBreakdown
@@ -59,6 +60,7 @@ class Comparison:
         power: Effect size and power summary.
         pairing: Which questions were paired or dropped.
         groups: The same comparison per subject and per level, when the records carry them (`stats.groups`).
+        unsettled: The samples the grader never settled, counted wrong, and the range they leave the difference in.
     """
 
     baseline: ModelSummary
@@ -71,6 +73,7 @@ class Comparison:
     power: PowerSummary
     pairing: Pairing
     groups: GroupBreakdown | None = None
+    unsettled: Unsettled | None = None
 
     @property
     def improved(self) -> int:
@@ -118,6 +121,7 @@ def compare_models(
     base_summary, base_acc = _summarize(baseline, ids)
     tuned_summary, tuned_acc = _summarize(tuned, ids)
     diffs = [t - b for t, b in zip(tuned_acc, base_acc)]
+    difference = float(sum(diffs) / len(diffs))
     tests: dict[str, TestResult | None] = {
         "paired_t": paired.paired_t(diffs),
         "wilcoxon": paired.wilcoxon(diffs),
@@ -133,9 +137,10 @@ def compare_models(
         tuned=tuned_summary,
         ids=ids,
         diffs=diffs,
-        difference=float(sum(diffs) / len(diffs)),
+        difference=difference,
         difference_ci95=paired.t_interval(diffs),
         tests=tests,
         power=paired_power(diffs),
         pairing=pairing,
+        unsettled=count_unsettled(baseline, tuned, ids, difference),
     )

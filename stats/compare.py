@@ -4,7 +4,8 @@
         [--swaps FILE.md] [--examples 3] [--seed 0] [--resamples 100000]
 
 Input: the JSONL records of ``recipes/evaluate.py`` (one graded sample per line). Records that carry
-``subject`` and ``level`` (MATH) also get the comparison per subject and per level. Exit status 0 on success,
+``subject`` and ``level`` (MATH) also get the comparison per subject and per level. Samples the grader never
+settled (``"unsettled": true``) count as wrong, with a warning and the range they leave the difference in. Exit status 0 on success,
 2 on bad input or arguments (with a message, never a traceback), 1 when an output file cannot be written.
 """
 
@@ -26,6 +27,7 @@ from stats.report import format_text, to_json
 from stats.samples import uneven_samples_warning, unfinished_warning
 from stats.settings import check_same_decoding
 from stats.swaps import write_swaps
+from stats.unsettled import unsettled_warning
 
 logger = logging.getLogger("stats.compare")
 
@@ -103,7 +105,8 @@ def compare(
     Returns:
         The comparison (``stats.analysis.Comparison``): ``format_text`` and ``to_json`` render it. Its
         ``groups`` holds the per-subject and per-level comparisons when the records carry those keys.
-        Questions with fewer samples than others in one file are logged as a warning ("stats.compare").
+        Questions with fewer samples than others in one file, and samples the grader never settled, are logged
+        as warnings ("stats.compare").
 
     Raises:
         InputError: Bad files or output paths, or a question whose subject or level differs between its
@@ -127,6 +130,8 @@ def compare(
             if warning:
                 logger.warning(warning)
     comparison = compare_models(baseline_records, tuned_records, pairing, seed=seed, resamples=resamples)
+    if warning := unsettled_warning(comparison.unsettled, baseline_records, tuned_records):
+        logger.warning(warning)
     if labels or skipped:
         breakdown = compare_groups(
             baseline_records, tuned_records, labels, skipped, seed=seed, resamples=resamples

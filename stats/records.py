@@ -1,8 +1,9 @@
 """Load and validate evaluation records (JSONL, one graded sample per line) and pair two models by question.
 
 The record schema is DESIGN.md section 4: required ``id`` (str), ``sample`` (int >= 0) and ``correct`` (bool);
-optional ``subject`` (non-empty str) and ``level`` (int 1-5, or null when unknown), used by `stats.groups`, are
-type-checked here; every other key is optional and passed through untouched.
+optional ``subject`` (non-empty str) and ``level`` (int 1-5, or null when unknown), used by `stats.groups`, and
+``unsettled`` (bool: true on a sample the grader never graded, whose ``correct`` is then false; `stats.unsettled`)
+are type-checked here; every other key is optional and passed through untouched.
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ def _check_record(obj: object, where: str) -> str | None:
         return (
             f'{where}: "subject" must be a non-empty string such as "Precalculus", got {obj["subject"]!r}. '
             "Leave the key out when the subject is not known."
+        )
+    unsettled = obj.get("unsettled", False)
+    if not isinstance(unsettled, bool) or (unsettled and obj["correct"]):
+        return (
+            f'{where}: "unsettled" must be true (a sample the grader never graded: "correct" is then false) or '
+            f'false, got "unsettled": {json.dumps(unsettled)} with "correct": {json.dumps(obj["correct"])}.'
         )
     level = obj.get("level")
     if level is not None and (isinstance(level, bool) or not isinstance(level, int) or not 1 <= level <= 5):

@@ -118,6 +118,23 @@ def _group_lines(b: GroupBreakdown) -> list[str]:
     return lines + notes
 
 
+def _unsettled_lines(c: Comparison) -> list[str]:
+    u = c.unsettled
+    if u is None or not (u.baseline or u.tuned):
+        return []
+    low, high = u.difference_range
+    return [
+        (
+            f"  UNSETTLED: {u.baseline} baseline and {u.tuned} tuned samples were never graded (the grader ran out "
+            "of time) and count as wrong:"
+        ),
+        (
+            f"    whatever their grades, the difference lies between {_points(low)} and {_points(high)} points; "
+            "re-run their recipes/evaluate.py command on a less busy machine to grade them again (no generation)."
+        ),
+    ]
+
+
 def format_text(c: Comparison) -> str:
     """The full human-readable report."""
     lines = [f"Paired comparison by question: {c.baseline.path} (baseline) vs {c.tuned.path} (tuned)"]
@@ -137,6 +154,7 @@ def format_text(c: Comparison) -> str:
             f"  difference {_points(c.difference)} points, 95% CI {_ci_points(c.difference_ci95)} "
             f"(paired t interval on {len(c.ids)} per-question differences)"
         ),
+        *_unsettled_lines(c),
         "",
         (
             f"Questions: {c.improved} improved, {c.regressed} regressed, {c.unchanged} unchanged "
@@ -223,6 +241,13 @@ def _groups_json(b: GroupBreakdown) -> dict:
     return out
 
 
+def _unsettled_json(c: Comparison) -> dict | None:
+    u = c.unsettled
+    if u is None:
+        return None
+    return {"baseline": u.baseline, "tuned": u.tuned, "difference_range": list(u.difference_range)}
+
+
 def to_json(c: Comparison) -> dict:
     """The machine-readable report (``--json``); ``groups`` only when the records carry subject or level."""
     out = {
@@ -244,6 +269,7 @@ def to_json(c: Comparison) -> dict:
             "questions_needed": c.power.questions_needed,
         },
         "dropped": {"baseline_only": c.pairing.baseline_only, "tuned_only": c.pairing.tuned_only},
+        "unsettled": _unsettled_json(c),
         "verdict": verdict(c),
     }
     if c.groups is not None:
