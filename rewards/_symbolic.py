@@ -52,9 +52,8 @@ MAIN_THREAD_TIMEOUT_S = {"here": 1, "grader process": 3}
 # How much longer those bounds are when evaluation asks again about a comparison a busy moment left unsettled.
 PATIENCE = 5
 _where = "here"
-_patient: ContextVar[bool] = ContextVar(
-    "patient", default=False
-)  # per thread: a reward thread stays impatient
+# Whether this thread is asking patiently (set by ``patience``): per thread, so a reward thread stays impatient.
+_patient: ContextVar[bool] = ContextVar("patient", default=False)
 _CACHE_SIZE = 4096
 logger = logging.getLogger(__name__)
 
@@ -254,9 +253,8 @@ def judge(gold: str, pred: str, *, cheap_only: bool = False, patient: bool = Fal
 
 def _judge(gold: str, pred: str, cheap_only: bool, patient: bool) -> Verdict:
     if cheap_only and not (is_cheap(gold) and is_cheap(pred)):
-        return Verdict(
-            False
-        )  # a number's equal is cheap to write; anything else is not worth the grader process
+        # A number's equal is cheap to write; anything else is not worth the grader process.
+        return Verdict(False)
     if _TOWER.search(gold) or _TOWER.search(pred):
         return Verdict(False)  # 9^{9^{9^9}}: no process can evaluate it, so no process is asked to
     try:
@@ -273,7 +271,7 @@ def _judge(gold: str, pred: str, cheap_only: bool, patient: bool) -> Verdict:
         answer = _remote("compare", gold, pred, patient=patient)
         return _UNSETTLED if answer is _FAILED else Verdict(answer is True)
     except TimeoutException:  # math-verify here, on the main thread (not an Exception subclass)
-        shown = ", ".join(repr(answer[:80]) for answer in (gold, pred))
+        shown = ", ".join(repr(text[:80]) for text in (gold, pred))
         logger.warning(
             "math-verify ran out of time on %s (a busy machine?); unsettled, no match this time.", shown
         )

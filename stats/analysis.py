@@ -59,8 +59,8 @@ class Comparison:
         tests: Test name -> result (None when not applicable).
         power: Effect size and power summary.
         pairing: Which questions were paired or dropped.
-        groups: The same comparison per subject and per level, when the records carry them (`stats.groups`).
         unsettled: The samples the grader never settled, counted wrong, and the range they leave the difference in.
+        groups: The same comparison per subject and per level, when the records carry them (`stats.groups`).
     """
 
     baseline: ModelSummary
@@ -72,8 +72,8 @@ class Comparison:
     tests: dict[str, TestResult | None]
     power: PowerSummary
     pairing: Pairing
+    unsettled: Unsettled
     groups: GroupBreakdown | None = None
-    unsettled: Unsettled | None = None
 
     @property
     def improved(self) -> int:

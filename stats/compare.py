@@ -5,8 +5,9 @@
 
 Input: the JSONL records of ``recipes/evaluate.py`` (one graded sample per line). Records that carry
 ``subject`` and ``level`` (MATH) also get the comparison per subject and per level. Samples the grader never
-settled (``"unsettled": true``) count as wrong, with a warning and the range they leave the difference in. Exit status 0 on success,
-2 on bad input or arguments (with a message, never a traceback), 1 when an output file cannot be written.
+settled (``"unsettled": true``) count as wrong, with a warning and the range they leave the difference in.
+Exit status 0 on success, 2 on bad input or arguments (with a message, never a traceback), 1 when an output file
+cannot be written.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def _group_lines(b: GroupBreakdown) -> list[str]:
 
 def _unsettled_lines(c: Comparison) -> list[str]:
     u = c.unsettled
-    if u is None or not (u.baseline or u.tuned):
+    if not (u.baseline or u.tuned):
         return []
     low, high = u.difference_range
     return [
@@ -241,13 +241,6 @@ def _groups_json(b: GroupBreakdown) -> dict:
     return out
 
 
-def _unsettled_json(c: Comparison) -> dict | None:
-    u = c.unsettled
-    if u is None:
-        return None
-    return {"baseline": u.baseline, "tuned": u.tuned, "difference_range": list(u.difference_range)}
-
-
 def to_json(c: Comparison) -> dict:
     """The machine-readable report (``--json``); ``groups`` only when the records carry subject or level."""
     out = {
@@ -269,7 +262,11 @@ def to_json(c: Comparison) -> dict:
             "questions_needed": c.power.questions_needed,
         },
         "dropped": {"baseline_only": c.pairing.baseline_only, "tuned_only": c.pairing.tuned_only},
-        "unsettled": _unsettled_json(c),
+        "unsettled": {
+            "baseline": c.unsettled.baseline,
+            "tuned": c.unsettled.tuned,
+            "difference_range": list(c.unsettled.difference_range),
+        },
         "verdict": verdict(c),
     }
     if c.groups is not None:
