@@ -131,7 +131,7 @@ def compare(
             if warning:
                 logger.warning(warning)
     comparison = compare_models(baseline_records, tuned_records, pairing, seed=seed, resamples=resamples)
-    if warning := unsettled_warning(comparison.unsettled, baseline_records, tuned_records):
+    if warning := unsettled_warning(comparison):
         logger.warning(warning)
     if labels or skipped:
         breakdown = compare_groups(

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from stats.records import ModelRecords
+
+if TYPE_CHECKING:  # stats.analysis builds its Comparison with count_unsettled below
+    from stats.analysis import Comparison
 
 
 @dataclass(frozen=True)
@@ -58,13 +62,15 @@ def count_unsettled(
     return Unsettled(base_n, tuned_n, (difference - float(base_gain), difference + float(tuned_gain)))
 
 
-def unsettled_warning(unsettled: Unsettled, baseline: ModelRecords, tuned: ModelRecords) -> str | None:
-    """The warning stats.compare logs when either file holds unsettled samples; None when neither does."""
+def unsettled_warning(comparison: Comparison) -> str | None:
+    """The warning stats.compare logs when either file holds unsettled samples on the paired questions; None when
+    neither does."""
+    unsettled = comparison.unsettled
     if not unsettled.baseline and not unsettled.tuned:
         return None
     files = "; ".join(
-        f"{model.path}: {n} of {len(model.records)} samples"
-        for model, n in ((baseline, unsettled.baseline), (tuned, unsettled.tuned))
+        f"{model.path}: {n} of {model.samples} samples"
+        for model, n in ((comparison.baseline, unsettled.baseline), (comparison.tuned, unsettled.tuned))
     )
     low, high = (100 * x for x in unsettled.difference_range)
     return (

@@ -6,7 +6,8 @@ One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/ev
 ``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
 time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even when asked
 again with longer bounds. Its ``correct`` is false for want of a verdict, not because the answer was found
-wrong; stats.compare counts it as wrong and warns. Re-running the same evaluate.py command grades such samples
+wrong (``correct_strict`` and ``correct_lenient`` are asked again the same way, and read false when still
+unsettled); stats.compare counts it as wrong and warns. Re-running the same evaluate.py command grades such samples
 again from their saved completions (``regrade_unsettled``), generating nothing.
 """
 
