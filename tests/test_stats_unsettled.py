@@ -58,3 +58,12 @@ def test_an_unsettled_flag_that_contradicts_its_record_is_refused(capsys, tmp_pa
     tuned.write_text("\n".join(lines) + "\n")
     code, _, err = run_compare(capsys, base, tuned)
     assert code == 2 and f'{tuned} line 1: "unsettled" must be true' in err
+
+
+def test_under_intersect_only_the_paired_questions_count(capsys, caplog, tmp_path):
+    base = _mark_unsettled(write_records(tmp_path / "base.jsonl", BASELINE), {("q0", 1)})
+    extra = {**TUNED, "q9": [False, False]}
+    tuned = _mark_unsettled(write_records(tmp_path / "tuned.jsonl", extra, model="t"), {("q9", 0)})
+    code, out, _ = run_compare(capsys, base, tuned, "--intersect")
+    assert code == 0 and "UNSETTLED: 1 baseline and 0 tuned samples" in out
+    assert f"{base}: 1 of 8 samples; {tuned}: 0 of 8 samples" in caplog.text
