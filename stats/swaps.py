@@ -50,8 +50,15 @@ def _completion(label: str, recs: list[dict], right: bool) -> list[str]:
     rec = next(r for r in recs if r["correct"] == right)
     answered = f", answered {rec['pred']!r}" if rec.get("pred") is not None else ""
     text = rec.get("completion")
-    head = f"**{label}** (sample {rec['sample']}, {'right' if right else 'wrong'}{answered}):"
+    # An unsettled grade (stats.unsettled) is wrong for want of a verdict: a swap may be the grader's timeout.
+    verdict = "right" if right else "wrong, grade unsettled" if rec.get("unsettled") else "wrong"
+    head = f"**{label}** (sample {rec['sample']}, {verdict}{answered}):"
     return [head, "", _fenced(str(text)) if text is not None else "_(no completion recorded)_", ""]
+
+
+def _unsettled(recs: list[dict]) -> str:
+    n = sum(bool(r.get("unsettled")) for r in recs)
+    return f" ({n} unsettled, counted wrong)" if n else ""
 
 
 def _section(qid: str, base: list[dict], tuned: list[dict]) -> list[str]:
@@ -59,7 +66,7 @@ def _section(qid: str, base: list[dict], tuned: list[dict]) -> list[str]:
     question = _field(base + tuned, "question")
     gold = _field(base + tuned, "gold")
     return [
-        f"### {qid}: baseline {b_right}/{len(base)} -> tuned {t_right}/{len(tuned)}",
+        f"### {qid}: baseline {b_right}/{len(base)}{_unsettled(base)} -> tuned {t_right}/{len(tuned)}{_unsettled(tuned)}",
         "",
         "**Question:**",
         "",

@@ -32,8 +32,11 @@ def test_unsettled_samples_are_counted_wrong_warned_about_and_bounded(capsys, ca
     assert "the difference lies between +0.0 and +25.0 points" in out
     assert f"{base}: 2 of 8 samples; {tuned}: 0 of 8 samples" in caplog.text
     assert "may be biased" in caplog.text and "grades them again" in caplog.text
-    code, out, _ = run_compare(capsys, base, tuned, "--json")
+    code, out, _ = run_compare(capsys, base, tuned, "--json", "--swaps", tmp_path / "swaps.md")
     assert json.loads(out)["unsettled"] == {"baseline": 2, "tuned": 0, "difference_range": [0.0, 0.25]}
+    swaps = (tmp_path / "swaps.md").read_text()  # q0 and q1 are swap-ins; q0's baseline miss may be a timeout
+    assert "### q0: baseline 1/2 (1 unsettled, counted wrong) -> tuned 2/2" in swaps
+    assert "**Baseline** (sample 1, wrong, grade unsettled, answered '-1')" in swaps
     caplog.clear()
     _mark_unsettled(tuned, {("q1", 1)})
     code, out, _ = run_compare(capsys, base, tuned, "--json")
