@@ -28,7 +28,20 @@ def _ci_points(ci: tuple[float, float] | None) -> str:
 
 
 def verdict(c: Comparison) -> str:
-    """One plain-language line naming the primary paired test."""
+    """One plain-language line naming the primary paired test, with a caveat when some grades were never settled
+    (read alone, the verdict must not hide that a busy grader may have decided it)."""
+    u = c.unsettled
+    if not (u.baseline or u.tuned):
+        return _verdict(c)
+    low, high = u.difference_range
+    return (
+        f"{_verdict(c)} Caveat: {u.baseline + u.tuned} samples were never graded (the grader ran out of time) and "
+        f"count as wrong; whatever their grades, the difference lies between {_points(low)} and {_points(high)} "
+        "points."
+    )
+
+
+def _verdict(c: Comparison) -> str:
     primary = c.tests[PRIMARY_TEST]
     n = len(c.ids)
     if primary is None or primary.p_value is None:

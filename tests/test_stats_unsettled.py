@@ -30,6 +30,8 @@ def test_unsettled_samples_are_counted_wrong_warned_about_and_bounded(capsys, ca
     assert "UNSETTLED: 2 baseline and 0 tuned samples were never graded" in out
     # Were both baseline samples correct, q0 and q3 would each gain half a question: 25 points of 4 questions.
     assert "the difference lies between +0.0 and +25.0 points" in out
+    verdict = out.strip().splitlines()[-1]
+    assert verdict.startswith("Verdict: ") and "Caveat: 2 samples were never graded" in verdict
     assert f"{base}: 2 of 8 samples; {tuned}: 0 of 8 samples" in caplog.text
     assert "may be biased" in caplog.text and "grades them again" in caplog.text
     code, out, _ = run_compare(capsys, base, tuned, "--json", "--swaps", tmp_path / "swaps.md")
