@@ -36,11 +36,26 @@ def moto_auth(endpoint):
         set_count(b"inf")
 
 
-def _fails_fast(store, match):
-    start = time.monotonic()
+def _fails_fast(store, match, monkeypatch):
+    """The preflight fails with ``match`` in seconds, not minutes: a client with short timeouts and one retry at most,
+    and no request sent again after a refusal (counted, not timed: a busy machine slows every request)."""
+    from callbacks import s3_store
+
+    clients, sent = [], []
+
+    def counting_client(*args, **kwargs):
+        clients.append(client := make_client(*args, **kwargs))
+        client.meta.events.register("before-send", lambda request, **_: sent.append(request.method))
+        return client
+
+    make_client = s3_store.make_client
+    monkeypatch.setattr(s3_store, "make_client", counting_client)
     with pytest.raises(CheckpointError, match=match):
         store.preflight()
-    assert time.monotonic() - start < 5
+    ((client,),) = [clients]
+    config = client.meta.config
+    assert config.retries["total_max_attempts"] <= 2 and max(config.connect_timeout, config.read_timeout) <= 5
+    assert len(sent) <= 2, sent  # HEAD then GET to learn why; one retry of an unreachable endpoint
 
 
 def test_working_bucket_passes_and_leaves_nothing_behind(monkeypatch):
@@ -57,6 +72,7 @@ def test_no_credentials(monkeypatch):
         S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
         r"No S3 credentials found for s3://ckpt-\w+/p at http://127.0.0.1:\d+\. Set AWS_ACCESS_KEY_ID and "
         r"AWS_SECRET_ACCESS_KEY",
+        monkeypatch,
     )
 
 
@@ -71,12 +87,14 @@ def test_bad_credentials(monkeypatch):
         _fails_fast(
             S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
             r"Bad S3 credentials: .* does not know the access key id AKIA\.\.\.1234\. Check AWS_ACCESS_KEY_ID",
+            monkeypatch,
         )
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
         _fails_fast(
             S3Store(s3.bucket, "p", endpoint_url=s3.endpoint),
             r"Bad S3 credentials: the secret key does not match .* Check AWS_SECRET_ACCESS_KEY",
+            monkeypatch,
         )
 
 
@@ -130,6 +148,7 @@ def test_no_permission(monkeypatch):
             S3Store(bucket, "p", endpoint_url=endpoint),
             r"Permission denied: cannot write in s3://read-only-checkpoints/p at .* The credentials need "
             r"s3:ListBucket, s3:GetObject, s3:PutObject and s3:DeleteObject",
+            monkeypatch,
         )
 
 
@@ -138,6 +157,7 @@ def test_missing_bucket(monkeypatch):
     _fails_fast(
         S3Store("no-such-bucket-here", "p", endpoint_url=s3.endpoint),
         r"Bucket 'no-such-bucket-here' does not exist .*aws s3 mb s3://no-such-bucket-here\) or fix checkpoint.uri",
+        monkeypatch,
     )
 
 
@@ -149,6 +169,7 @@ def test_unreachable_endpoint(monkeypatch):
     _fails_fast(
         S3Store("bucket", "p", endpoint_url=f"http://127.0.0.1:{port}"),
         r"Cannot reach the S3 endpoint .* Check checkpoint.endpoint_url and network",
+        monkeypatch,
     )
 
 
