@@ -90,17 +90,22 @@ def test_backlog_is_bounded_and_the_newest_wins(store, tmp_path, caplog):
 
     def gated_upload(*args, **kwargs):
         entered.set()
-        gate.wait(10)
+        gate.wait(300)
         upload(*args, **kwargs)
 
     store.upload = gated_upload
     callback, out = _callback(store, tmp_path), tmp_path / "out"
     _save(callback, out, 1)
-    assert entered.wait(10)  # checkpoint-1 is uploading
-    start = time.monotonic()
-    for step in (2, 3, 4):
-        _save(callback, out, step)
-    assert time.monotonic() - start < 2  # saving never waits for the network
+    assert entered.wait(60)  # checkpoint-1 is uploading, held at the gate
+    saved = threading.Event()
+
+    def save_the_rest():
+        for step in (2, 3, 4):
+            _save(callback, out, step)
+        saved.set()
+
+    threading.Thread(target=save_the_rest, daemon=True).start()
+    assert saved.wait(120)  # saving never waits for the network: the upload stays held until the gate opens
     gate.set()
     _finish(callback, out)
     assert callback.uploader.committed == [1, 4] and callback.uploader.skipped == [2, 3]
