@@ -115,6 +115,12 @@ def read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
     base = data.pop("base", None)
     if base is None:
         return [(str(path), data)]
+    if not isinstance(base, str) or not base.strip():
+        # lm-eval's `include:` takes a list; here a list would be looked up as a file named after the list.
+        raise RecipeError(
+            f"{path}: base: must be one recipe name or .yaml file, got {base!r}. Bases form a chain, one per "
+            "file: to combine two recipes, write one's keys in a file whose base: is the other."
+        )
     file = f"{base}.yaml" if not str(base).endswith(".yaml") else str(base)
     # Beside the recipe first, then the shipped recipes: a recipe of your own builds on gsm8k_llama by name.
     candidates = [path.parent / file, RECIPE_DIR / file]
@@ -132,6 +138,12 @@ def nested_value(key: str, value: Any) -> dict:
     if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
         raise RecipeError(
             f"Malformed recipe value key {key!r}: expected section.key, e.g. trainer.max_steps."
+        )
+    if key.split(".")[0] == "base":  # files are composed before overrides apply: a late base would be ignored
+        raise RecipeError(
+            f"base cannot be overridden ({key}={redact(str(value))!r}): bases are read from the recipe files, "
+            "before any override. Run that recipe by name with your overrides, or write a recipe file whose "
+            "base: is it."
         )
     for part in reversed(key.split(".")):
         value = {part: value}

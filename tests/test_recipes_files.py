@@ -111,6 +111,18 @@ def test_a_recipe_of_your_own_builds_on_a_shipped_one_by_name(tmp_path):
         load_recipe(str(mine))
 
 
+def test_base_is_one_name_per_file_and_never_an_override(tmp_path):
+    """An lm-eval style list of bases, or a base given after the files, would be ignored or misread: refused."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: [gsm8k_tiny, arith_tiny]\n")
+    with pytest.raises(RecipeError, match=r"base: must be one recipe name or .yaml file, got \['gsm8k_tiny'"):
+        load_recipe(str(mine))
+    with pytest.raises(RecipeError, match=r"^base cannot be overridden \(base='arith_tiny'\)"):
+        load_recipe("gsm8k_tiny", ["base=arith_tiny"])
+    with pytest.raises(RecipeError, match=r"^base cannot be overridden"):
+        load_recipe("gsm8k_tiny", values={"base": "arith_tiny"})
+
+
 def test_a_non_utf8_recipe_or_a_folder_is_one_line_naming_it(tmp_path):
     recipe = tmp_path / "mine.yaml"
     recipe.write_bytes(b"model: {name_or_path: x}\n# caf\xe9\n")
