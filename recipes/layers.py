@@ -133,6 +133,18 @@ def read_layers(path: Path, seen: tuple = ()) -> list[tuple[str, dict]]:
     return read_layers(base_path, seen + (path.resolve(),)) + [(str(path), data)]
 
 
+# What other config systems call composition (lm-eval's include:, OmegaConf's defaults:): here it is base:.
+COMPOSITION_WORDS = ("include", "includes", "extends", "inherit", "inherits", "defaults", "import", "imports")
+
+
+def unknown_section_hint(section: str, sections: tuple) -> str:
+    """The fix for an unknown top-level key: base: for a composition word, the closest section for a typo, else
+    the sections there are."""
+    if str(section).lower() in COMPOSITION_WORDS:
+        return " Recipes compose with base: NAME (one recipe name or .yaml file), e.g. base: gsm8k_tiny."
+    return did_you_mean(section, sections) or f" Sections: {', '.join(sections)}."
+
+
 def nested_value(key: str, value: Any) -> dict:
     """``("trainer.max_steps", 4)`` -> ``{"trainer": {"max_steps": 4}}``; a malformed key is a RecipeError."""
     if not isinstance(key, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):

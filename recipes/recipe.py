@@ -31,6 +31,7 @@ from recipes.layers import (
     nested_value,
     parse_override,
     read_layers,
+    unknown_section_hint,
 )
 from recipes.trainer_section import (
     RENAMED_TRAINER_KEYS,
@@ -262,7 +263,7 @@ def load_recipe(
         for section in layer:
             origins.setdefault(section, source)
             if section not in schema.TOP_LEVEL:
-                hint = _other_home(section) or did_you_mean(section, schema.TOP_LEVEL)
+                hint = _other_home(section) or unknown_section_hint(section, schema.TOP_LEVEL)
                 errors.append(f"Unknown section {section} in {source}.{hint}")
         merge_layer(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
     for section in (*schema.SECTIONS, "trainer"):

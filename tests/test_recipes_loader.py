@@ -97,6 +97,12 @@ def test_published_settings_are_what_the_recipes_say():
             ["modl.dtype=float32"],
             "Unknown section modl in command-line override 'modl.dtype=float32'. Did you mean model?",
         ),
+        # No close spelling: the sections there are; lm-eval's include: names our base:.
+        (["zzz.a=1"], "Unknown section zzz in command-line override 'zzz.a=1'. Sections: base, model, lora,"),
+        (
+            ["include=gsm8k_tiny"],
+            "Unknown section include in command-line override 'include=gsm8k_tiny'. Recipes compose with base:",
+        ),
         (
             ["trainer.learning_rate=fast"],
             (
