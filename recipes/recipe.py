@@ -103,7 +103,7 @@ def _other_home(key: str, besides: str | None = None) -> str:
     return f" Did you mean {' or '.join(f'{name}.{key}' for name in homes)}?" if homes else ""
 
 
-def _check_section(name: str, section: Any, origins: dict, errors: list[str]) -> None:
+def _check_section(name: str, section: Any, origins: dict, errors: list[str], recipe_file: str) -> None:
     where = origins.get(name, "the recipe")
     if not isinstance(section, dict):
         errors.append(f"{where}: section {name} must be a mapping, got {type(section).__name__}.")
@@ -149,7 +149,8 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str]) ->
             errors.append(f"{name}.{key} in {where} must be {rule[1]}, got {value!r}.")
     for key, spec in specs.items():
         if spec.default is schema.REQUIRED and key not in section:
-            errors.append(f"Missing required key {name}.{key} in {origins.get(name, 'the recipe')}.")
+            # The recipe's own file, not where the section began: _base.yaml leaves these keys to each recipe.
+            errors.append(f"Missing required key {name}.{key} in {recipe_file} (set it there).")
 
 
 def with_defaults(config: dict) -> dict:
@@ -267,7 +268,7 @@ def load_recipe(
                 errors.append(f"Unknown section {section} in {source}.{hint}")
         merge_layer(config, {k: v for k, v in layer.items() if k in schema.TOP_LEVEL}, source, origins)
     for section in (*schema.SECTIONS, "trainer"):
-        _check_section(section, config[section], origins, errors)
+        _check_section(section, config[section], origins, errors, str(path))
     errors += _credentials(config, origins)
     if not errors:
         try:

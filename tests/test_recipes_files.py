@@ -123,6 +123,16 @@ def test_base_is_one_name_per_file_and_never_an_override(tmp_path):
         load_recipe("gsm8k_tiny", values={"base": "arith_tiny"})
 
 
+def test_a_key_missing_from_a_recipe_on_base_is_named_in_that_recipe(tmp_path):
+    """_base.yaml leaves model.name_or_path to each recipe: the fix is in the user's file, not in _base.yaml."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: _base\n")
+    with pytest.raises(
+        RecipeError, match=rf"^Missing required key model.name_or_path in {mine} \(set it there\)"
+    ):
+        load_recipe(str(mine))
+
+
 def test_a_non_utf8_recipe_or_a_folder_is_one_line_naming_it(tmp_path):
     recipe = tmp_path / "mine.yaml"
     recipe.write_bytes(b"model: {name_or_path: x}\n# caf\xe9\n")
