@@ -77,8 +77,19 @@ _PROBE = {
 }
 
 
+# The same row with a second, wrong completion: a reward that returns one value whatever it gets (a list of
+# one, a score of the first completion only) passes the one-completion probe and fails TRL's tensor at step 1.
+_PROBE_PAIR = {
+    **{key: value * 2 if isinstance(value, list) else value for key, value in _PROBE.items()},
+    "completions": [*_PROBE["completions"], [{"role": "assistant", "content": "2 + 3 = 6\n#### 6"}]],
+    "completion_ids": [*_PROBE["completion_ids"], [17, 4, 8]],
+    "id": ["probe-0", "probe-1"],
+}
+
+
 def probe_reward(reward: Callable) -> None:
-    """Call a reward once as TRL will (one completion), so a wrong signature or a crash shows at load."""
+    """Call a reward as TRL will (on one completion, then two), so a wrong signature, a crash or a wrong number
+    of values shows at load."""
     try:
         inspect.signature(reward).bind(**_PROBE)
     except ValueError:  # no introspectable signature (a C function): the call below still checks it
@@ -109,6 +120,15 @@ def probe_reward(reward: Callable) -> None:
         raise RewardSpecError(
             f"returned {value!r} for one completion; a reward must be finite: GRPO normalises rewards within "
             "each group, and inf or nan leaves nothing to learn from. Return None where it does not apply."
+        )
+    try:
+        values = reward(**_PROBE_PAIR)
+    except Exception as e:  # noqa: BLE001 - whatever it raises, it would raise at step 1
+        raise RewardSpecError(f"raised {type(e).__name__}: {e} when called on two completions.") from None
+    if not hasattr(values, "__len__") or isinstance(values, (str, bytes, Mapping)) or len(values) != 2:
+        raise RewardSpecError(
+            f"returned {values!r} for two completions; a reward returns one float (or None) per completion, "
+            "len(completions) values in their order."
         )
 
 

@@ -69,6 +69,11 @@ def returns_a_number(completions, **kwargs) -> float:
     return 1.0
 
 
+def scores_the_first_only(completions, **kwargs) -> list[float]:
+    """One value whatever TRL passes: right for one completion, short by one for a group."""
+    return [float("#### 5" in completions[0][-1]["content"])]
+
+
 def returns_inf(completions, **kwargs) -> list[float]:
     return [float("inf")] * len(completions)
 

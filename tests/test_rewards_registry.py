@@ -214,6 +214,10 @@ def test_doctests(module):
         ),
         ("returns_a_number", "returned 1.0 for one completion; a reward returns a list with one float"),
         ("returns_inf", "returned inf for one completion; a reward must be finite"),
+        (
+            "scores_the_first_only",
+            "returned [1.0] for two completions; a reward returns one float (or None) per",
+        ),
     ],
 )
 def test_a_plugin_that_would_fail_at_step_1_is_refused_at_load_naming_its_file(function, message):
