@@ -275,9 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             print(recipe.to_yaml(), end="")
         elif args.plan:
-            from recipes.planner.render import offloads_optimizer, render_plan
+            from recipes.planner.render import offloads_optimizer, render_plan, unmodelled_sharding
 
-            print(render_plan(recipe, offload_optimizer=offloads_optimizer(args.config_file)))
+            offload, sharding = offloads_optimizer(args.config_file), unmodelled_sharding(args.config_file)
+            print(render_plan(recipe, offload_optimizer=offload, sharding=sharding))
         else:
             train(recipe)
 

@@ -54,6 +54,17 @@ def test_zero2_offload_plans_the_optimizer_in_host_ram(capsys):
     assert "Host RAM" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(("config", "named"), [("deepspeed_zero3", "DeepSpeed ZeRO-3"), ("fsdp", "FSDP")])
+def test_a_sharded_launch_is_named_as_not_modelled(config, named, capsys):
+    """The figures are for whole weights on each GPU: under ZeRO-3 or FSDP the plan must not pass for theirs."""
+    assert main(["gsm8k_llama", "--plan", "--config_file", f"recipes/accelerate/{config}.yaml"]) == 0
+    assert (
+        f"{named} shards the weights across GPUs, which this plan does not model" in capsys.readouterr().out
+    )
+    assert main(["gsm8k_llama", "--plan", "--config_file", "recipes/accelerate/multi_gpu.yaml"]) == 0
+    assert "shards the weights" not in capsys.readouterr().out
+
+
 def test_the_plan_reads_the_offload_from_accelerate_launch(monkeypatch):
     assert not offloads_optimizer()
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")

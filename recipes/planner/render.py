@@ -22,7 +22,16 @@ from recipes.planner.memory_plan import MemoryPlan
 from recipes.planner.shapes import load_model_config
 from recipes.recipe import RecipeError, with_defaults
 
-__all__ = ["CARDS", "MemoryPlan", "batch_step", "largest_batch", "plan_memory", "render_plan"]
+__all__ = [
+    "CARDS",
+    "MemoryPlan",
+    "batch_step",
+    "largest_batch",
+    "offloads_optimizer",
+    "plan_memory",
+    "render_plan",
+    "unmodelled_sharding",
+]
 
 # Cards by the memory nvidia-smi gives them (MiB), not their names: a "16 GB" T4 holds 15 GiB, a "24 GB" L4 22.5,
 # an "80 GB" H100 79.6 (an A100 80GB 80.0), an H200 140.4. A plan that fits "16 GB" may not fit a T4.
@@ -45,13 +54,13 @@ def batch_step(t: dict) -> int:
     return t["num_generations"] // math.gcd(t["num_generations"], steps_per_generation(t))
 
 
-def offloads_optimizer(config_file: str | None = None) -> bool:
-    """Whether the launch keeps the optimizer in host RAM: DeepSpeed with ``offload_optimizer_device: cpu``.
+def _launch(config_file: str | None) -> dict:
+    """What the planner reads of a launch: DeepSpeed (its ZeRO stage and optimizer offload) or FSDP.
 
     Read from the accelerate config file when one is named, else from what ``accelerate launch`` exported.
 
     Raises:
-        RecipeError: The config file cannot be read, or it offloads to NVMe (not modelled).
+        RecipeError: The config file cannot be read.
     """
     if config_file:
         from accelerate.commands.config.config_args import load_config_from_file
@@ -64,17 +73,42 @@ def offloads_optimizer(config_file: str | None = None) -> bool:
                 f"--config_file {config_file}: not a readable accelerate config ({e})"
             ) from None
         deepspeed = config.distributed_type == DistributedType.DEEPSPEED
-        device = (
-            (config.deepspeed_config or {}).get("offload_optimizer_device", "none") if deepspeed else "none"
-        )
-    else:
-        deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
-        device = (
-            os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none") if deepspeed else "none"
-        )
-    if str(device).lower() == "nvme":
+        settings = (config.deepspeed_config or {}) if deepspeed else {}
+        return {
+            "deepspeed": deepspeed,
+            "offload": settings.get("offload_optimizer_device", "none"),
+            "stage": settings.get("zero_stage"),
+            "fsdp": config.distributed_type == DistributedType.FSDP,
+        }
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true"
+    return {
+        "deepspeed": deepspeed,
+        "offload": os.environ.get("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "none")
+        if deepspeed
+        else "none",
+        "stage": os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE") if deepspeed else None,
+        "fsdp": os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true",
+    }
+
+
+def offloads_optimizer(config_file: str | None = None) -> bool:
+    """Whether the launch keeps the optimizer in host RAM: DeepSpeed with ``offload_optimizer_device: cpu``.
+
+    Raises:
+        RecipeError: The config file cannot be read, or it offloads to NVMe (not modelled).
+    """
+    device = str(_launch(config_file)["offload"]).lower()
+    if device == "nvme":
         raise RecipeError("offload_optimizer_device: nvme is not modelled by the planner; plan with cpu.")
-    return str(device).lower() == "cpu"
+    return device == "cpu"
+
+
+def unmodelled_sharding(config_file: str | None = None) -> str | None:
+    """The name of the launch's weight sharding (ZeRO-3, FSDP), which the formulas do not model, or None."""
+    launch = _launch(config_file)
+    if launch["deepspeed"] and str(launch["stage"]) == "3":
+        return "DeepSpeed ZeRO-3"
+    return "FSDP" if launch["fsdp"] else None
 
 
 def largest_batch(
@@ -105,12 +139,13 @@ def largest_batch(
     return lo * step or None
 
 
-def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
+def render_plan(recipe, *, offload_optimizer: bool = False, sharding: str | None = None) -> str:
     """A recipe's plan as text: its parts in GB by phase, then how it fits the cards in ``CARDS`` (T4 to H200).
 
     Args:
         recipe: A ``recipes.recipe.Recipe`` (its ``.name`` and ``.config`` are read).
         offload_optimizer: Plan DeepSpeed ZeRO-2 with the optimizer in host RAM (:func:`offloads_optimizer`).
+        sharding: The launch's weight sharding (:func:`unmodelled_sharding`), named as not modelled.
 
     Raises:
         RecipeError: The model config cannot be read, or a value the formulas cannot take.
@@ -211,6 +246,11 @@ def render_plan(recipe, *, offload_optimizer: bool = False) -> str:
             f"Host RAM for the offloaded optimizer: {_gb(plan.host_optimizer)} GB (fp32 master weights, two Adam "
             f"moments and gradients of {plan.trainable_params:,} trainable parameters), split evenly across the "
             "ranks: a machine needs its ranks' share of it, beyond what its processes use themselves."
+        )
+    if sharding:  # the figures would otherwise read as what each GPU needs under the sharding asked for
+        lines.append(
+            f"{sharding} shards the weights across GPUs, which this plan does not model: its figures are for "
+            "whole weights on every GPU, an upper bound per GPU."
         )
     lines.append("GB = 2**30 bytes. Every formula is documented in recipes/planner/memory.py.")
     return "\n".join(lines)
