@@ -18,11 +18,11 @@ A new task is one module here (a ``rows(data, split)`` function) plus one entry 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from common.suggestions import did_you_mean
-from recipes.tasks import arithmetic, gsm8k, math, user_jsonl
 from recipes.tasks.sources import DataError
 
 
@@ -32,26 +32,35 @@ class Task:
 
     Attributes:
         name: The name recipes use (``data.task``).
-        rows: ``rows(data, split)`` -> a ``datasets.Dataset`` with ``id``, ``question``, ``gold``, ``solution``;
-            ``data`` is the recipe's ``data:`` section. Raises DataError naming the file and row.
+        module: The module of ``recipes.tasks`` that holds its ``rows`` (see :attr:`rows`).
         description: One line for ``--list``-style listings.
         native_heldout: True when ``rows(data, "heldout")`` serves the task's own held-out split; False when
             ``recipes.tasks.heldout`` carves it from the training split.
     """
 
     name: str
-    rows: Callable
+    module: str
     description: str
     native_heldout: bool = False
 
+    @property
+    def rows(self) -> Callable:
+        """``rows(data, split)`` -> a ``datasets.Dataset`` with ``id``, ``question``, ``gold``, ``solution``;
+        ``data`` is the recipe's ``data:`` section. Raises DataError naming the file and row.
+
+        Imported on first use, not with this package: ``python -m recipes.tasks.arithmetic`` would otherwise
+        find its module already imported by the package and run it twice (runpy's RuntimeWarning).
+        """
+        return importlib.import_module(f"recipes.tasks.{self.module}").rows
+
 
 TASKS = {
-    "gsm8k": Task("gsm8k", gsm8k.rows, "GSM8K word problems; gold = the number after '####'"),
+    "gsm8k": Task("gsm8k", "gsm8k", "GSM8K word problems; gold = the number after '####'"),
     "arithmetic": Task(
-        "arithmetic", arithmetic.rows, "generated add/subtract word problems (offline)", native_heldout=True
+        "arithmetic", "arithmetic", "generated add/subtract word problems (offline)", native_heldout=True
     ),
-    "jsonl": Task("jsonl", user_jsonl.rows, "your JSONL/Parquet files with question and answer columns"),
-    "math": Task("math", math.rows, "MATH problems; gold = the answer field or the last \\boxed{} (LaTeX)"),
+    "jsonl": Task("jsonl", "user_jsonl", "your JSONL/Parquet files with question and answer columns"),
+    "math": Task("math", "math", "MATH problems; gold = the answer field or the last \\boxed{} (LaTeX)"),
 }
 
 
