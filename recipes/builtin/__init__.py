@@ -10,16 +10,19 @@ by a digest of everything that shapes it, and reused afterwards. A module here h
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import importlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from recipes.builtin import tiny_arith, tiny_llama
-
 BUILTIN_PREFIX = "builtin:"
-BUILTINS = {"tiny-llama": tiny_llama, "tiny-arith": tiny_arith}
+# Name -> module of this package, imported on first use: imported with the package, `python -m
+# recipes.builtin.tiny_llama` would find its module already loaded and run it twice (runpy's RuntimeWarning).
+BUILTINS = {"tiny-llama": "tiny_llama", "tiny-arith": "tiny_arith"}
 logger = logging.getLogger(__name__)
 
 
@@ -37,7 +40,7 @@ def resolve_builtin(name_or_path: str) -> str:
         raise ValueError(
             f"Unknown built-in model {name_or_path!r}. Available: {', '.join(BUILTIN_PREFIX + n for n in BUILTINS)}"
         )
-    module = BUILTINS[name]
+    module = importlib.import_module(f"recipes.builtin.{BUILTINS[name]}")
     digest = hashlib.sha256(repr(module.BUILD_KEY).encode()).hexdigest()[:10]
     folder = cache_dir() / f"{name}-{digest}"
     if not folder.exists():
@@ -50,3 +53,21 @@ def resolve_builtin(name_or_path: str) -> str:
             if not folder.exists():  # another process may have won the rename race; that is fine
                 raise
     return str(folder)
+
+
+def build_command(build: Callable[[Path, int], Path], description: str, argv: list[str] | None = None) -> int:
+    """The command line of a built-in model's module: ``python -m recipes.builtin.<module> FOLDER [SEED]``.
+
+    The model is written whole into a new folder (renamed into place), so an existing one is refused here,
+    before the build, with what to do (the rename would fail after it, with an OSError).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("folder", type=Path, help="where to save the model and tokenizer (a new folder)")
+    parser.add_argument("seed", nargs="?", type=int, default=0, help="seed of the weights (default 0)")
+    args = parser.parse_args(argv)
+    if args.folder.exists():
+        parser.error(
+            f"{args.folder} exists; the model is written into a new folder: name one that does not exist."
+        )
+    print(build(args.folder, args.seed))
+    return 0

@@ -164,12 +164,9 @@ BUILD_KEY = (
 
 
 if __name__ == "__main__":
-    import argparse
+    import sys
 
-    parser = argparse.ArgumentParser(
-        description="Build the warm-started tiny arithmetic Llama into a folder."
-    )
-    parser.add_argument("folder", help="where to save the model and tokenizer (created)")
-    parser.add_argument("seed", nargs="?", type=int, default=0, help="seed of the weights and warm start")
-    args = parser.parse_args()
-    print(build_arith_model(args.folder, seed=args.seed))
+    from recipes.builtin import build_command
+
+    description = "Build the warm-started tiny arithmetic Llama into a folder."
+    sys.exit(build_command(lambda folder, seed: build_arith_model(folder, seed=seed), description))

@@ -4,7 +4,7 @@ The `gsm8k_tiny` recipe names it as ``model.name_or_path: builtin:tiny-llama``. 
 byte-level BPE tokenizer trained on the bundled GSM8K sample, so a full GRPO run works on a CPU with no
 network. It cannot do arithmetic; it exists to exercise every code path with a real architecture.
 
-    python -m recipes.builtin.tiny_llama /tmp/tiny-llama      # build one by hand
+    python -m recipes.builtin.tiny_llama /tmp/tiny-llama [SEED]      # build one by hand (a new folder)
 """
 
 from __future__ import annotations
@@ -130,4 +130,7 @@ BUILDS = "a BPE tokenizer and a random 2-layer Llama: about a second"
 
 
 if __name__ == "__main__":
-    print(build_tiny_model(sys.argv[1]))
+    from recipes.builtin import build_command
+
+    description = "Build the tiny random Llama and its tokenizer into a folder."
+    sys.exit(build_command(lambda folder, seed: build_tiny_model(folder, seed=seed), description))
