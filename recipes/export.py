@@ -78,12 +78,17 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
     """Merge ``adapter`` (a folder or checkpoint URI) into its base and save the plain model to ``out``.
 
     Raises:
-        ExportError: ``out`` exists, or the adapter folder has no adapter.
+        ExportError: ``out`` exists or is a URI, or the adapter folder has no adapter.
         CheckpointError: The adapter cannot be fetched or verified.
     """
     from callbacks.fetch import fetch_checkpoint
     from recipes.atomic import write_folder_atomically
 
+    if "://" in str(out):  # Path would keep it as a local folder named s3:/bucket/...
+        raise ExportError(
+            f"--out {out}: export writes a local folder, not to a URI. Export to a folder here, then upload it "
+            f"(for S3: aws s3 cp --recursive FOLDER {out})."
+        )
     out = Path(out)
     if out.exists():
         raise ExportError(

@@ -69,6 +69,15 @@ def test_export_never_writes_into_an_existing_folder_or_from_a_folder_without_ad
     assert not (tmp_path / "x").exists()
 
 
+def test_export_to_a_uri_is_refused_not_written_to_a_local_folder_named_after_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        ExportError, match=r"^--out s3://bucket/merged: export writes a local folder, not to a URI"
+    ):
+        export(tmp_path / "no-adapter", "s3://bucket/merged")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_export_of_a_run_without_a_final_adapter_says_which_checkpoint_it_merged(adapter, tmp_path, caplog):
     """An interrupted run's folder resolves to its newest checkpoint: the log and the model card name it."""
     import logging
