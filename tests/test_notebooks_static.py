@@ -93,6 +93,20 @@ def test_code_cells_hold_no_logic(name):
         assert not found, f"{found} in:\n{cell.source}"
 
 
+# The project's calls that refuse a user's input (a recipe typo, a missing checkpoint): through colab.run_step, Run
+# all stops on the message alone; called directly, on a traceback through the project's code.
+REFUSING_STEPS = {"load_recipe", "fetch_checkpoint", "evaluate", "train", "compare", "plot_curves"}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_steps_that_can_refuse_input_run_through_run_step(name):
+    for cell in code_cells(read(name)):
+        for node in ast.walk(ast.parse(cell.source)):
+            called = node.func if isinstance(node, ast.Call) else None
+            called = getattr(called, "id", None) or getattr(called, "attr", None)
+            assert called not in REFUSING_STEPS, f"{called}() called directly in:\n{cell.source}"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_each_step_has_a_markdown_cell_saying_what_and_how_long(name):
     cells = read(name).cells
