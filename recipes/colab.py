@@ -165,8 +165,12 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
             if purpose == "train"
             else None
         )
+        # The notebooks take recipe changes in the parameters cell's `overrides` list (their `values` are not the
+        # user's to edit), so the fix names that list and the string to add to it.
         smaller = (
-            f"Add trainer.per_device_train_batch_size={batch} to the recipe's values, or c" if batch else "C"
+            f'Add "trainer.per_device_train_batch_size={batch}" to overrides in the parameters cell, or c'
+            if batch
+            else "C"
         )
         raise ColabError(
             f"{recipe.name} needs about {_gb(needed)} of GPU memory to {purpose} ({estimate}), but {has}. "

@@ -157,7 +157,8 @@ def test_too_small_gpu_stops_with_a_batch_that_fits(monkeypatch):
     config = load_recipe("gsm8k_llama").config
     card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB, merged=False) / GIB - 1, name="small")
     with pytest.raises(
-        colab.ColabError, match=r"per_device_train_batch_size=(\d+) to the recipe's values"
+        colab.ColabError,
+        match=r'Add "trainer.per_device_train_batch_size=(\d+)" to overrides in the parameters cell',
     ) as error:
         colab.check_runtime(load_recipe("gsm8k_llama"))
     batch = int(re.search(r"per_device_train_batch_size=(\d+)", str(error.value)).group(1))
