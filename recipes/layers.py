@@ -162,12 +162,29 @@ def nested_value(key: str, value: Any) -> dict:
     return value
 
 
+def list_section_hint(section: str) -> str:
+    """How to change a list section (rewards, callbacks), for an override that reaches into one: it has no keys,
+    and an item cannot be set by its index, since lists are replaced whole."""
+    from recipes import schema
+
+    if section not in schema.LIST_SECTIONS:
+        return ""
+    example = {"rewards": "[{name: correctness, weight: 2.0}, {name: format}]"}.get(
+        section, "[{name: reward_table, every_steps: 10}]"
+    )
+    return (
+        f" {section} is a list, replaced whole (never item by item): give all of it, e.g. '{section}={example}' "
+        "(python recipes/run.py RECIPE --print shows the current one)."
+    )
+
+
 def parse_override(text: str) -> dict:
     """``trainer.learning_rate=1e-5`` -> ``{"trainer": {"learning_rate": 1e-5}}`` (the value parsed as YAML)."""
     key, sep, value = text.partition("=")
     if not sep or not key or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", key):
         raise RecipeError(
             f"Malformed override {redact(text)!r}: expected section.key=value, e.g. trainer.learning_rate=1e-5."
+            + list_section_hint(re.split(r"[.\[]", key)[0])
         )
     if SECRET_KEY.search(key):  # kept as text, refused by the recipe check: a YAML error would quote it
         return nested_value(key, value)

@@ -27,6 +27,7 @@ from recipes.layers import (
     RecipeError,
     available,
     find_recipe,
+    list_section_hint,
     merge_layer,
     nested_value,
     parse_override,
@@ -180,7 +181,9 @@ def _check_lists(config: dict, origins: dict, errors: list[str]) -> list[float]:
         specs = config.get(name)
         where = origins.get(name, "the recipe")
         if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            errors.append(f"{name} in {where} must be a list of mappings, got {specs!r}.")
+            errors.append(
+                f"{name} in {where} must be a list of mappings, got {specs!r}.{list_section_hint(name)}"
+            )
             continue
         try:
             if name == "rewards":

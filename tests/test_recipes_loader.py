@@ -97,6 +97,15 @@ def test_published_settings_are_what_the_recipes_say():
             ["modl.dtype=float32"],
             "Unknown section modl in command-line override 'modl.dtype=float32'. Did you mean model?",
         ),
+        # A list is replaced whole: an override reaching into one says how to give it all.
+        (
+            ["rewards.0.weight=2"],
+            "rewards is a list, replaced whole (never item by item): give all of it, e.g. ",
+        ),
+        (
+            ["rewards.weight=2"],
+            "must be a list of mappings, got {'weight': 2}. rewards is a list, replaced whole",
+        ),
         # No close spelling: the sections there are; lm-eval's include: names our base:.
         (["zzz.a=1"], "Unknown section zzz in command-line override 'zzz.a=1'. Sections: base, model, lora,"),
         (
