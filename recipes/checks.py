@@ -136,6 +136,9 @@ def check_combinations(recipe: Recipe) -> None:
 
     errors += [refusal] if (refusal := compile_refusal(recipe.config)) else []
     errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
+    from recipes.tasks.heldout import trained_split_refusals
+
+    errors += trained_split_refusals(recipe.config, where)
     if errors:
         raise RecipeError("\n".join(errors))
 

@@ -13,7 +13,7 @@ import pytest
 from recipes.data import DataError, load_split
 from recipes.evaluate import main as evaluate_main
 from recipes.evaluation.questions import eval_data
-from recipes.recipe import load_recipe
+from recipes.recipe import RecipeError, load_recipe
 from recipes.tasks import TASKS, arithmetic
 from recipes.tasks.heldout import HELDOUT_PERCENT, in_heldout, source_split
 
@@ -189,3 +189,12 @@ def test_the_heldout_split_is_read_from_the_training_split_unless_the_task_serve
         == source_split(TASKS["arithmetic"], data, "test")
         == "test"
     )
+
+
+def test_heldout_evaluation_on_the_training_split_is_refused_at_load():
+    """Its accuracy would be on trained questions, which the log and the card call never trained on."""
+    with pytest.raises(
+        RecipeError, match=r"heldout.split=train in command-line override .* is the training split"
+    ):
+        load_recipe("gsm8k_tiny", ["heldout.split=train"])
+    assert load_recipe("gsm8k_tiny", ["heldout.split=train", "heldout.enabled=false"])  # nothing evaluated

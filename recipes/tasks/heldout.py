@@ -32,6 +32,20 @@ HELDOUT = "heldout"
 HELDOUT_PERCENT = 5
 
 
+def trained_split_refusals(config: dict, origins: dict) -> list[str]:
+    """Why a recipe's ``heldout.split`` cannot serve held-out evaluation: it is the split the run trains on (its
+    accuracy would reward repeating the training questions, and the card calls them never trained on)."""
+    heldout, data = config["heldout"], config["data"]
+    if not heldout["enabled"] or heldout["split"] != data["split"]:
+        return []
+    where = origins.get("heldout.split", "the recipe")
+    return [
+        f"heldout.split={heldout['split']} in {where} is the training split (data.split): held-out accuracy would be "
+        + "measured on questions the run trains on, and the best checkpoint chosen by how well it repeats them. Use "
+        + f"heldout.split={HELDOUT} (carved from the training split, never trained on)."
+    ]
+
+
 def normalised(question: str) -> str:
     """A question's text with runs of whitespace made one space: what held-out membership compares."""
     return " ".join(question.split())
