@@ -13,6 +13,16 @@ from common.specs import parameters
 from rewards import REWARDS
 from rewards._specs import TRL_ARGUMENTS
 
+# Parameters a recipe fills in for every reward that takes them (recipes.recipe.reward_defaults): listed as
+# required or None here, a user would repeat them in the spec, where a different value goes unchecked.
+FILLED_BY_RECIPE = {"max_completion_length": "trainer.max_completion_length"}
+
+
+def _parameter(key: str, default) -> str:
+    if key in FILLED_BY_RECIPE:
+        return f"{key} (in a recipe: its {FILLED_BY_RECIPE[key]})"
+    return f"{key} (required)" if default is inspect.Parameter.empty else f"{key}={default!r}"
+
 
 def describe(name: str, reward: type) -> str:
     """Two lines for one reward: ``name  first docstring line`` and its parameters with defaults.
@@ -20,12 +30,11 @@ def describe(name: str, reward: type) -> str:
     >>> print(describe("format", REWARDS["format"]))
     format  Pay up to max_reward for the answer format of style (tags, hash or boxed), in four parts.
         style='tags', max_reward=1.5
+    >>> print(describe("soft_overlong", REWARDS["soft_overlong"]).splitlines()[1])
+        max_completion_length (in a recipe: its trainer.max_completion_length), soft_punish_cache (required)
     """
     doc = inspect.getdoc(reward).splitlines()[0].replace("``", "")
-    params = ", ".join(
-        f"{k} (required)" if p.default is inspect.Parameter.empty else f"{k}={p.default!r}"
-        for k, p in parameters(reward, TRL_ARGUMENTS).items()
-    )
+    params = ", ".join(_parameter(k, p.default) for k, p in parameters(reward, TRL_ARGUMENTS).items())
     return f"{name}  {doc}\n    {params or '(no parameters)'}"
 
 

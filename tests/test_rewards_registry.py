@@ -179,7 +179,11 @@ def test_cli_lists_rewards_parameters_and_docs(capsys):
     for name, cls in REWARDS.items():
         assert f"{name}  {cls.__doc__.strip().splitlines()[0].replace('``', '')}" in out
     assert "reward=5.0, full_credit_tokens=100, min_tokens=50, gate_on='completion'" in out
-    assert "max_completion_length (required), soft_punish_cache (required)" in out
+    # A recipe fills max_completion_length from its trainer: listed as required, users would repeat it.
+    assert (
+        "max_completion_length (in a recipe: its trainer.max_completion_length), soft_punish_cache (required)"
+        in out
+    )
     assert "style='tags', max_reward=1.5" in out
     with pytest.raises(SystemExit) as exited:
         list_rewards(["--bogus"])
