@@ -41,9 +41,23 @@ def explain(error: BaseException, repo: str, key: str, what: str) -> str | None:
     """The message for a Hub failure the user can fix, or None when ``error`` is not one."""
     from datasets.exceptions import DatasetNotFoundError
     from huggingface_hub import constants
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HFValidationError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     for cause in _chain(error):
+        if isinstance(
+            cause, HFValidationError
+        ):  # not a Hub id, so a path: transformers found no folder there
+            import os
+
+            return (
+                f"{key}: {repo} is not a folder on this machine, nor a Hub id (owner/name). Check the path (a "
+                f"relative one starts from the working folder, {os.getcwd()}) or the id's spelling."
+            )
         if isinstance(cause, DatasetNotFoundError):  # its message already says gated, missing or private
             return (
                 f"{key}: {cause} Check its spelling (owner/name); for a gated or private dataset, log in with an "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -139,3 +140,17 @@ def test_offline_without_cache_says_so_in_one_line(tmp_path):
         f"({tmp_path / 'hub'})" in done.stderr
     )
     assert not (tmp_path / "base.jsonl").exists()
+
+
+def test_a_model_path_that_is_no_folder_is_named_not_a_traceback(tmp_path):
+    """transformers takes a path it cannot find for a Hub id and raises HFValidationError: a typo in a folder
+    name ended the run in a traceback about repo id formats."""
+    from common.errors import UserError
+    from recipes.model import load_config
+
+    missing = tmp_path / "no-such-model"
+    for name in (str(missing), "./no-such-model"):
+        with pytest.raises(
+            UserError, match=rf"^model.name_or_path: {re.escape(name)} is not a folder on this machine"
+        ):
+            load_config({"name_or_path": name, "revision": None, "trust_remote_code": False})
