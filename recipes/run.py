@@ -250,9 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("recipe", nargs="?", help="recipe name (see --list) or path to a recipe YAML file")
     parser.add_argument("overrides", nargs="*", help="section.key=value overrides, e.g. trainer.max_steps=10")
-    parser.add_argument("--list", action="store_true", help="list the recipes and exit")
-    parser.add_argument("--print", action="store_true", help="print the resolved recipe and exit")
-    parser.add_argument("--plan", action="store_true", help="print the expected GPU memory and exit")
+    only = parser.add_mutually_exclusive_group()  # each prints and exits: a second one would go unanswered
+    only.add_argument("--list", action="store_true", help="list the recipes and exit")
+    only.add_argument("--print", action="store_true", help="print the resolved recipe and exit")
+    only.add_argument("--plan", action="store_true", help="print the expected GPU memory and exit")
     parser.add_argument(
         "--config_file", metavar="ACCELERATE_YAML",
         help="with --plan: the accelerate config the run will use (ZeRO-2 offload moves the optimizer to host RAM)",

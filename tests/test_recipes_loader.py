@@ -236,6 +236,8 @@ def test_cli_lists_prints_and_reports_errors_without_traceback():
     bad = run_cli("gsm8k_tiny", "trainer.learnin_rate=1")
     assert bad.returncode == 2
     assert "Did you mean trainer.learning_rate?" in bad.stderr and "Traceback" not in bad.stderr
+    both = run_cli("gsm8k_tiny", "--print", "--plan")  # printed the recipe alone, the plan unsaid
+    assert both.returncode == 2 and "argument --plan: not allowed with argument --print" in both.stderr
 
 
 def test_readme_documents_every_recipe_key():
