@@ -91,7 +91,16 @@ def fetch_checkpoint(
             )
             return folder
         logger.warning("Skipping %s: %s", folder, "; ".join(problems))
-    raise CheckpointError(f"{path} holds no adapter and no usable checkpoint-N folder")
+    # What recipes/export.py writes (and any downloaded model): a whole model, which is loaded as the base instead.
+    whole = (path / "config.json").is_file() and not checkpoints
+    raise CheckpointError(
+        f"{path} holds no adapter and no usable checkpoint-N folder"
+        + (
+            f"; it holds a whole model (config.json), a merged export say: use it as model.name_or_path={path}"
+            if whole
+            else ""
+        )
+    )
 
 
 def _fetch_best(location: str, endpoint_url: str | None, dest: Path | None) -> Path:

@@ -61,6 +61,11 @@ def test_folders_without_an_adapter_are_refused(tmp_path, tiny_model_dir, capsys
     shutil.copytree(tiny_model_dir, checkpoint)  # a full model's checkpoint: weights, but no LoRA adapter
     code, _, err = run(capsys, "gsm8k_tiny", "--adapter", run_folder, "--out", tmp_path / "x.jsonl")
     assert code == 2 and "holds no adapter and no usable checkpoint-N folder" in err
+    # A whole model (an export.py folder) is evaluated as the base: the refusal says how.
+    assert (
+        f"it holds a whole model (config.json), a merged export say: use it as model.name_or_path={run_folder}"
+        in err
+    )
     code, _, err = run(capsys, "gsm8k_tiny", "--adapter", checkpoint, "--out", tmp_path / "x.jsonl")
     assert (
         code == 2 and "holds no LoRA adapter (no adapter_config.json)" in err and "model.name_or_path=" in err
