@@ -130,6 +130,7 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
     import torch
 
     from recipes.checks import check_environment
+    from recipes.planner.on_card import FP16_OVERRIDES, bf16_problem
     from recipes.planner.render import largest_batch, plan_memory
     from recipes.planner.shapes import load_model_config
     from recipes.recipe import RecipeError
@@ -156,6 +157,12 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
             ) from None
         return f"No GPU in this runtime: {recipe.name} runs on the CPU ({on_gpu}). Continuing."
     card = torch.cuda.get_device_properties(0)
+    if problem := bf16_problem(recipe, card):
+        overrides = ", ".join(f'"{o}"' for o in FP16_OVERRIDES)
+        raise ColabError(
+            f"{problem}. Add {overrides} to overrides in the parameters cell, or choose an A100 or L4 GPU (Runtime > "
+            "Change runtime type)."
+        )
     needed = need(card.total_memory)
     has = f"this runtime has {card.name} with {_gb(card.total_memory)}"
     fits = plan.fits(card.total_memory) if purpose == "train" else needed <= card.total_memory

@@ -140,8 +140,7 @@ def train(recipe) -> Path:
     if torch.cuda.is_available():
         from recipes.planner.on_card import check_card
 
-        card = torch.cuda.get_device_properties(state.local_process_index)
-        check_card(recipe, model_config, card.total_memory, card.name)
+        check_card(recipe, model_config, torch.cuda.get_device_properties(state.local_process_index))
     # The data before anything is written: a bad data file is refused with the output folder untouched.
     tokenizer = load_tokenizer(recipe.config["model"])
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)

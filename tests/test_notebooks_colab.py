@@ -130,8 +130,10 @@ def test_cpu_runtime_continues_for_the_tiny_recipe_and_stops_for_llama(monkeypat
     assert "needs a GPU" in message  # the recipe check's own reason follows
 
 
-def fake_gpu(monkeypatch, gib: float, name="NVIDIA A100-SXM4-40GB"):
-    card = types.SimpleNamespace(name=name, total_memory=int(gib * GIB))
+def fake_gpu(monkeypatch, gib: float, name="NVIDIA A100-SXM4-40GB", capability=(8, 0)):
+    card = types.SimpleNamespace(
+        name=name, total_memory=int(gib * GIB), major=capability[0], minor=capability[1]
+    )
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: card)
     return card.total_memory
@@ -164,11 +166,24 @@ def test_too_small_gpu_stops_with_a_batch_that_fits(monkeypatch):
     batch = int(re.search(r"per_device_train_batch_size=(\d+)", str(error.value)).group(1))
     assert batch < config["trainer"]["per_device_train_batch_size"]
     assert plan_memory(config, batch=batch).fits(card)
-    fake_gpu(monkeypatch, 12, name="T4-ish")  # the bf16 weights alone do not fit
+    fake_gpu(monkeypatch, 12, name="L4-ish", capability=(8, 9))  # the bf16 weights alone do not fit
     with pytest.raises(
-        colab.ColabError, match=r"but this runtime has T4-ish with 12.0 GB. Choose a larger GPU"
+        colab.ColabError, match=r"but this runtime has L4-ish with 12.0 GB. Choose a larger GPU"
     ):
         colab.check_runtime(load_recipe("gsm8k_llama"))
+
+
+def test_bfloat16_on_a_gpu_without_it_stops_with_the_float16_overrides(monkeypatch):
+    fake_gpu(monkeypatch, 15, name="Tesla T4", capability=(7, 5))
+    with pytest.raises(colab.ColabError) as error:
+        colab.check_runtime(load_recipe("gsm8k_qwen_small"))
+    assert str(error.value) == (
+        "gsm8k_qwen_small: model.dtype=bfloat16 and trainer.bf16=true ask for bfloat16, which this Tesla T4 (compute "
+        'capability 7.5) does not have. Add "model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true" to '
+        "overrides in the parameters cell, or choose an A100 or L4 GPU (Runtime > Change runtime type)."
+    )
+    fp16 = ["model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true"]  # the fix works
+    assert colab.check_runtime(load_recipe("gsm8k_qwen_small", fp16)).endswith("It fits.")
 
 
 def records(path, correct: list[bool]):

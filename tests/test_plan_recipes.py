@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -194,23 +195,62 @@ def test_merged_generation_plans_a_copy_of_the_adapted_linears_where_the_card_ha
     )
 
 
+def card(name: str, capability=(8, 9)):
+    """torch's device properties for a card of CARDS (what check_card reads)."""
+    return SimpleNamespace(
+        name=name, total_memory=dict(CARDS)[name], major=capability[0], minor=capability[1]
+    )
+
+
 def test_a_plan_beyond_the_card_is_warned_of_with_the_batch_that_fits(caplog):
     from recipes.planner.on_card import check_card
     from recipes.planner.shapes import config_for
 
     model_config = config_for("meta-llama/Llama-3.1-8B-Instruct")
-    cards = dict(CARDS)
     with caplog.at_level("WARNING", logger="recipes.planner.on_card"):
-        check_card(load_recipe("gsm8k_llama"), model_config, cards["T4"], "Tesla T4")
-        assert (
-            "gsm8k_llama plans a peak of 19.53 GB of GPU memory, more than this Tesla T4's 15.00 GB: expect CUDA "
-            "out of memory once training starts. No per-device batch fits: use a 4-bit recipe" in caplog.text
-        )
-        caplog.clear()
-        check_card(load_recipe("gsm8k_llama"), model_config, cards["L4"], "NVIDIA L4")  # fits: nothing said
+        check_card(load_recipe("gsm8k_llama"), model_config, card("A100-40GB", (8, 0)))  # fits: nothing said
+        assert caplog.text == ""
+        check_card(load_recipe("gsm8k_llama"), model_config, card("L4"))
         assert caplog.text == ""
         big_batch = load_recipe("gsm8k_llama", ["trainer.per_device_train_batch_size=24"])
-        check_card(big_batch, model_config, cards["L4"], "NVIDIA L4")
-        best = largest_batch(big_batch.config, cards["L4"], model_config=model_config)
-        assert best and "more than this NVIDIA L4's 22.49 GB" in caplog.text
-        assert f"trainer.per_device_train_batch_size={best} fits" in caplog.text
+        check_card(big_batch, model_config, card("L4"))
+        best = largest_batch(big_batch.config, dict(CARDS)["L4"], model_config=model_config)
+        assert (
+            best
+            and "gsm8k_llama plans a peak of " in caplog.text
+            and "more than this L4's 22.49 GB" in caplog.text
+        )
+        assert (
+            f"expect CUDA out of memory once training starts. trainer.per_device_train_batch_size={best} fits"
+            in (caplog.text)
+        )
+        caplog.clear()
+        fp16 = ["model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true"]
+        check_card(load_recipe("gsm8k_llama", fp16), model_config, card("T4", (7, 5)))
+        assert (
+            "gsm8k_llama plans a peak of 19.53 GB of GPU memory, more than this T4's 15.00 GB: expect CUDA out of "
+            "memory once training starts. No per-device batch fits: use a 4-bit recipe" in caplog.text
+        )
+
+
+def test_bfloat16_on_a_gpu_without_it_is_refused_with_the_float16_overrides():
+    from recipes.planner.on_card import check_card
+    from recipes.planner.shapes import config_for
+
+    model_config = config_for("Qwen/Qwen2.5-1.5B-Instruct")
+    with pytest.raises(RecipeError) as refused:
+        check_card(load_recipe("gsm8k_qwen_small"), model_config, card("T4", (7, 5)))
+    assert str(refused.value) == (
+        "gsm8k_qwen_small: model.dtype=bfloat16 and trainer.bf16=true ask for bfloat16, which this T4 (compute "
+        "capability 7.5) does not have. Run it with model.dtype=float16 trainer.bf16=false trainer.fp16=true, or "
+        "on an Ampere or newer GPU (A100, L4, A10, RTX 30xx or 40xx)."
+    )
+    with pytest.raises(
+        RecipeError, match=r"gsm8k_qwen_small: trainer.bf16=true asks for bfloat16, which this T4"
+    ):
+        check_card(load_recipe("gsm8k_qwen_small", ["model.dtype=float16"]), model_config, card("T4", (7, 5)))
+    fp16 = ["model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true"]
+    check_card(load_recipe("gsm8k_qwen_small", fp16), model_config, card("T4", (7, 5)))  # the fix runs
+    check_card(
+        load_recipe("gsm8k_qwen_small"), model_config, card("A100-40GB", (8, 0))
+    )  # Ampere has bfloat16

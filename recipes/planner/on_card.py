@@ -1,8 +1,9 @@
-"""The memory plan against the GPU a run starts on, before the weights load: minutes before an out-of-memory error.
+"""The recipe against the GPU a run starts on, before the weights load: minutes before an out-of-memory error.
 
-A colocated vLLM share that cannot fit is refused (``check_vllm_share``): vLLM would take it whole and leave training
-short. A planned peak beyond the card is warned of, with the batch that fits (``warn_if_over_card``): the plan is an
-estimate (measured peaks came 1-8% under it, docs/PERFORMANCE.md), so a user who knows better may go on.
+bfloat16 on a GPU without it (a T4, a V100) is refused with the float16 overrides (``bf16_problem``). A colocated vLLM
+share that cannot fit is refused (``check_vllm_share``): vLLM would take it whole and leave training short. A planned
+peak beyond the card is warned of, with the batch that fits (``warn_if_over_card``): the plan is an estimate
+(measured peaks came 1-8% under it, docs/PERFORMANCE.md), so a user who knows better may go on.
 """
 
 from __future__ import annotations
@@ -15,10 +16,39 @@ from recipes.recipe import Recipe, RecipeError
 logger = logging.getLogger(__name__)
 
 
-def check_card(recipe: Recipe, model_config, card_bytes: int, card_name: str = "GPU") -> None:
-    """Both checks, for the GPU of ``card_bytes`` (torch's ``total_memory``) named ``card_name``."""
-    check_vllm_share(recipe, model_config, card_bytes)
-    warn_if_over_card(recipe, model_config, card_bytes, card_name)
+# What a recipe's header tells T4 users to pass: float16 weights and mixed precision instead of bfloat16.
+FP16_OVERRIDES = ("model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true")
+
+
+def check_card(recipe: Recipe, model_config, card) -> None:
+    """The three checks, for ``card``: torch's device properties (``name``, ``total_memory``, ``major``, ``minor``).
+
+    Raises:
+        RecipeError: bfloat16 on a GPU without it, or a vLLM share that cannot fit.
+    """
+    if problem := bf16_problem(recipe, card):
+        raise RecipeError(
+            f"{problem}. Run it with {' '.join(FP16_OVERRIDES)}, or on an Ampere or newer GPU (A100, L4, A10, "
+            "RTX 30xx or 40xx)."
+        )
+    check_vllm_share(recipe, model_config, card.total_memory)
+    warn_if_over_card(recipe, model_config, card.total_memory, card.name)
+
+
+def bf16_problem(recipe: Recipe, card) -> str | None:
+    """What asks for bfloat16 on a GPU older than compute capability 8.0 (Ampere), which lacks it: torch emulates
+    it there, many times slower, where a kernel runs it at all. None when nothing does, or the GPU has it."""
+    m, t = recipe.config["model"], recipe.config["trainer"]
+    asks = [
+        *(["model.dtype=bfloat16"] if m["dtype"] == "bfloat16" else []),
+        *(["trainer.bf16=true"] * t["bf16"]),
+    ]
+    if not asks or (card.major, card.minor) >= (8, 0):
+        return None
+    return (
+        f"{recipe.name}: {' and '.join(asks)} ask{'s' * (len(asks) == 1)} for bfloat16, which this {card.name} "
+        f"(compute capability {card.major}.{card.minor}) does not have"
+    )
 
 
 def warn_if_over_card(recipe: Recipe, model_config, card_bytes: int, card_name: str = "GPU") -> None:
