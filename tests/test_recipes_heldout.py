@@ -198,3 +198,8 @@ def test_heldout_evaluation_on_the_training_split_is_refused_at_load():
     ):
         load_recipe("gsm8k_tiny", ["heldout.split=train"])
     assert load_recipe("gsm8k_tiny", ["heldout.split=train", "heldout.enabled=false"])  # nothing evaluated
+    with pytest.raises(
+        RecipeError,
+        match=r"heldout.split=test in command-line override .* is the split evaluate.py compares models on",
+    ):
+        load_recipe("gsm8k_tiny", ["heldout.split=test"])

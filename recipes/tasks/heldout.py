@@ -29,20 +29,28 @@ from recipes.tasks.sources import DataError, has_split_files
 
 logger = logging.getLogger(__name__)
 HELDOUT = "heldout"
+TEST = "test"  # evaluate.py's default split: the final comparison's questions
 HELDOUT_PERCENT = 5
 
 
 def trained_split_refusals(config: dict, origins: dict) -> list[str]:
     """Why a recipe's ``heldout.split`` cannot serve held-out evaluation: it is the split the run trains on (its
-    accuracy would reward repeating the training questions, and the card calls them never trained on)."""
+    accuracy would reward repeating the training questions, and the card calls them never trained on), or the test
+    split (the best checkpoint would be picked on the final comparison's questions)."""
     heldout, data = config["heldout"], config["data"]
-    if not heldout["enabled"] or heldout["split"] != data["split"]:
-        return []
     where = origins.get("heldout.split", "the recipe")
+    fix = f"Use heldout.split={HELDOUT} (carved from the training split, never trained on)."
+    if not heldout["enabled"] or heldout["split"] not in (data["split"], TEST):
+        return []
+    if heldout["split"] == TEST:  # the best checkpoint chosen on the final comparison's own questions
+        return [
+            f"heldout.split={TEST} in {where} is the split evaluate.py compares models on: the best checkpoint would "
+            + "be chosen by its test accuracy, and the final comparison would then overstate the gain (a selection "
+            + f"made on the same questions). {fix}"
+        ]
     return [
         f"heldout.split={heldout['split']} in {where} is the training split (data.split): held-out accuracy would be "
-        + "measured on questions the run trains on, and the best checkpoint chosen by how well it repeats them. Use "
-        + f"heldout.split={HELDOUT} (carved from the training split, never trained on)."
+        + f"measured on questions the run trains on, and the best checkpoint chosen by how well it repeats them. {fix}"
     ]
 
 
