@@ -136,6 +136,7 @@ def check_combinations(recipe: Recipe) -> None:
 
     errors += [refusal] if (refusal := compile_refusal(recipe.config)) else []
     errors += _unearnable_formats(recipe) + _missing_trackers(recipe) + _unranked_checkpoints(recipe)
+    errors += _other_completion_lengths(recipe)
     from recipes.tasks.heldout import trained_split_refusals
 
     errors += trained_split_refusals(recipe.config, where)
@@ -204,6 +205,19 @@ def _gpu_need(recipe: Recipe) -> str:
         return ""
     plan = plan_memory(recipe.config, model_config=config_for(name))
     return f", planned peak {plan.peak(80 * 10**9, merged=False) / GIB:.1f} GB of GPU memory, see --plan"
+
+
+def _other_completion_lengths(recipe: Recipe) -> list[str]:
+    """A reward given another max_completion_length than the trainer's: completions stop at the trainer's, so an
+    overlong penalty (soft_overlong) or a truncation count keyed to another length misjudges every completion."""
+    cap = recipe.config["trainer"]["max_completion_length"]
+    return [
+        f"rewards[{i}] ({spec.get('name') or spec.get('path')}) sets max_completion_length="
+        f"{spec['max_completion_length']}, but completions stop at trainer.max_completion_length={cap}: remove it "
+        "from the reward (the recipe gives it the trainer's), or change trainer.max_completion_length."
+        for i, spec in enumerate(recipe.config["rewards"])
+        if "max_completion_length" in spec and spec["max_completion_length"] != cap
+    ]
 
 
 def check_machine(recipe: Recipe, cuda_available: bool) -> None:

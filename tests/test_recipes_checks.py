@@ -189,3 +189,16 @@ def test_an_output_folder_holding_someone_elses_files_or_the_store_is_refused(tm
     assert output_folder_refusal(with_store(tmp_path)) is not None  # the store around the output folder
     assert output_folder_refusal(with_store(tmp_path / "elsewhere")) is None
     assert output_folder_refusal(with_store("s3://bucket/runs/a")) is None
+
+
+def test_a_reward_given_another_completion_length_than_the_trainers_is_refused_at_load():
+    """Completions stop at trainer.max_completion_length (32 here): an overlong penalty keyed to 64 never applies."""
+    overlong = "rewards=[{name: soft_overlong, soft_punish_cache: 8, max_completion_length: %d}]"
+    with pytest.raises(
+        RecipeError,
+        match=r"rewards\[0\] \(soft_overlong\) sets max_completion_length=64, but completions stop at "
+        r"trainer.max_completion_length=32: remove it from the reward",
+    ):
+        load_recipe("gsm8k_tiny", [overlong % 64])
+    assert load_recipe("gsm8k_tiny", [overlong % 32])  # the same length: said twice, but right
+    assert load_recipe("gsm8k_tiny", ["rewards=[{name: soft_overlong, soft_punish_cache: 8}]"])  # filled in
