@@ -1,7 +1,7 @@
 """Compare a baseline and a fine-tuned model on the same questions, paired and clustered by question.
 
     python -m stats.compare BASELINE.jsonl TUNED.jsonl [--intersect] [--json] [--plot FILE.png]
-        [--swaps FILE.md] [--examples 3] [--seed 0] [--resamples 100000]
+        [--swaps FILE.md] [--report FILE.txt] [--examples 3] [--seed 0] [--resamples 100000]
 
 Input: the JSONL records of ``recipes/evaluate.py`` (one graded sample per line). Records that carry
 ``subject`` and ``level`` (MATH) also get the comparison per subject and per level. Samples the grader never
@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from common.cli import non_negative, positive
-from stats._io import IMAGE_SUFFIXES, check_output_path
+from stats._io import IMAGE_SUFFIXES, MARK, check_output_path, write_text_atomic
 from stats.analysis import compare_models
 from stats.groups import compare_groups, group_labels
 from stats.records import InputError, load_records, pair_questions
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="FILE.png", help="write the accuracy and per-question difference plot"
     )
     parser.add_argument("--swaps", metavar="FILE.md", help="write the swap-in / swap-out report (Markdown)")
+    parser.add_argument("--report", metavar="FILE.txt", help="also write the text report to this file")
     parser.add_argument(
         "--examples",
         type=non_negative,
@@ -85,6 +86,7 @@ def compare(
     different_decoding: bool = False,
     plot: str | Path | None = None,
     swaps: str | Path | None = None,
+    report: str | Path | None = None,
     examples: int = 3,
     seed: int = 0,
     resamples: int = 100_000,
@@ -99,6 +101,7 @@ def compare(
             warning says so).
         plot: Write the accuracy and per-question difference plot here (.png, .pdf, .svg).
         swaps: Write the swap-in / swap-out Markdown report here.
+        report: Write the text report (``format_text``) here (.txt), marked as this command's.
         examples: Both-right / both-wrong examples in the swaps report.
         seed: Seed of the sign-flip Monte Carlo fallback.
         resamples: Random sign assignments when exact enumeration is too large.
@@ -121,6 +124,7 @@ def compare(
         )
     plot = check_output_path(str(plot), "--plot", IMAGE_SUFFIXES, inputs) if plot else None
     swaps = check_output_path(str(swaps), "--swaps", (".md",), inputs) if swaps else None
+    report = check_output_path(str(report), "--report", (".txt",), inputs) if report else None
     baseline_records, tuned_records = load_records(str(baseline)), load_records(str(tuned))
     pairing = pair_questions(baseline_records, tuned_records, intersect=intersect)
     for warning in check_same_decoding(baseline_records, tuned_records, allow_different=different_decoding):
@@ -144,6 +148,8 @@ def compare(
         plot_comparison(comparison, plot)
     if swaps:
         write_swaps(baseline_records, tuned_records, pairing.ids, swaps, examples=examples)
+    if report:  # the mark line: a later run may replace this file, and never one it did not write
+        write_text_atomic(report, f"{format_text(comparison)}\n\n({MARK}: python -m stats.compare)\n")
     return comparison
 
 
@@ -152,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # Warnings go to stderr, so stdout stays the report (or the JSON) alone.
     logging.basicConfig(format="%(levelname)s: %(message)s", level=logging.WARNING)
-    outputs = {"plot": args.plot, "swaps": args.swaps}
+    outputs = {"plot": args.plot, "swaps": args.swaps, "report": args.report}
     try:
         comparison = compare(
             args.baseline,

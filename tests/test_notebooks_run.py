@@ -170,7 +170,8 @@ def test_4_comparison_shows_report_plot_swaps_and_curves(lab, comparison):
     results = lab["results"]
     report = (results / "comparison.txt").read_text()
     assert report.startswith("Paired comparison by question") and "4 questions" in report
-    assert report in text_of(comparison)  # shown inline, and saved
+    shown, mark = report.split("\n\n(grpo-recipes stats")  # saved with the mark that lets a rerun replace it
+    assert shown in text_of(comparison) and mark  # shown inline, and saved
     for image in ("comparison.png", "curves.png"):
         assert (results / image).read_bytes().startswith(b"\x89PNG")
     assert len(displayed(comparison, "image/png")) == 2

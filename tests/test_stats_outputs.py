@@ -23,11 +23,11 @@ def test_an_output_never_replaces_an_input_or_a_folder(capsys, tmp_path):
     assert code == 2 and "is a folder; give a file path" in err and out == ""
 
 
-@pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg", ".md"])
+@pytest.mark.parametrize("suffix", [".png", ".pdf", ".svg", ".md", ".txt"])
 def test_an_output_replaces_only_a_file_this_command_wrote(capsys, tmp_path, suffix):
     base = write_records(tmp_path / "base.jsonl", {"q1": [True], "q2": [False]})
     tuned = write_records(tmp_path / "tuned.jsonl", {"q1": [True], "q2": [True]})
-    option = "--swaps" if suffix == ".md" else "--plot"
+    option = {".md": "--swaps", ".txt": "--report"}.get(suffix, "--plot")
     theirs = tmp_path / f"notes{suffix}"
     theirs.write_text("someone's own file")
     code, out, err = run_compare(capsys, base, tuned, option, theirs)
@@ -39,6 +39,15 @@ def test_an_output_replaces_only_a_file_this_command_wrote(capsys, tmp_path, suf
     with pytest.raises(InputError, match="exists and was not written by grpo-recipes' stats"):
         write_text_atomic(theirs, "replaced")  # the writer checks too, for callers that skip the command line
     assert theirs.read_text() == "someone's own file"
+
+
+def test_the_report_file_holds_the_printed_report(capsys, tmp_path):
+    base = write_records(tmp_path / "base.jsonl", {"q1": [True], "q2": [False]})
+    tuned = write_records(tmp_path / "tuned.jsonl", {"q1": [True], "q2": [True]})
+    code, out, _ = run_compare(capsys, base, tuned, "--report", tmp_path / "comparison.txt")
+    written = (tmp_path / "comparison.txt").read_text()
+    assert code == 0 and out.startswith("Paired comparison by question")
+    assert written == out.rstrip("\n") + "\n\n(grpo-recipes stats: python -m stats.compare)\n"
 
 
 def test_swaps_report_lists_swaps_and_examples(capsys, tmp_path):
