@@ -33,17 +33,19 @@ __all__ = [
     "unmodelled_sharding",
 ]
 
-# Cards by the memory nvidia-smi gives them (MiB), not their names: a "16 GB" T4 holds 15 GiB, a "24 GB" L4 22.5,
-# an "80 GB" H100 79.6 (an A100 80GB 80.0), an H200 140.4. A plan that fits "16 GB" may not fit a T4.
+# Cards by the memory torch gives a run on them (``get_device_properties().total_memory``, MiB): what the run's own
+# check (recipes/planner/on_card.py) compares its plan with. It is under what nvidia-smi prints (15360, 23034, 40960,
+# 81559, 143771 MiB): a T4 holds 14.74 GiB, an L4 21.96, an H100 79.18, an H200 139.8. A plan that fits "16 GB" may
+# not fit a T4, nor one that fits nvidia-smi's 15 GiB.
 CARDS = tuple(
     (name, mib * 2**20)
     for name, mib in (
-        ("T4", 15360),
-        ("L4", 23034),
-        ("RTX-4090", 24564),
-        ("A100-40GB", 40960),
-        ("H100-80GB", 81559),
-        ("H200", 143771),
+        ("T4", 15095),
+        ("L4", 22488),
+        ("RTX-4090", 24563),
+        ("A100-40GB", 40536),
+        ("H100-80GB", 81082),
+        ("H200", 143156),
     )
 )
 MAX_BATCH = 1024
