@@ -165,8 +165,8 @@ class HeldoutCallback(TrainerCallback):
             write_text_atomically(self.output_dir / entry["records"], text)
             if entry["unsettled"]:
                 logger.warning(
-                    "held-out step %d: the grader ran out of time on %d of %d samples, even when asked again (a busy "
-                    "machine?); they count as wrong, so this step's accuracy may be too low.",
+                    "held-out step %d: the grader ran out of time on %d of %d samples (a busy machine?); they count as "
+                    "wrong, so this step's accuracy may be too low.",
                     step, entry["unsettled"], len(records),
                 )  # fmt: skip
         return entry

@@ -119,7 +119,10 @@ def evaluate_live(trainer, plan: HeldoutPlan, step: int) -> list[dict]:
                 if i < real:
                     records += [
                         {
-                            **make_record(plan.rows[q], k, c, plan.style, plan.settings, engine="hf"),
+                            # The reward's bounds: a patient retry (a minute per answer) stalls every process.
+                            **make_record(
+                                plan.rows[q], k, c, plan.style, plan.settings, patient=False, engine="hf"
+                            ),
                             "step": step,
                         }
                         for (q, k), c in zip(batch, completions)

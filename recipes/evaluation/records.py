@@ -5,7 +5,8 @@ One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/ev
 
 ``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
 time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even when asked
-again with longer bounds. Its ``correct`` is false for want of a verdict, not because the answer was found
+again with longer bounds (evaluate.py; held-out evaluation during training does not ask again: it would hold up
+every process of the run). Its ``correct`` is false for want of a verdict, not because the answer was found
 wrong (``correct_strict`` and ``correct_lenient`` are asked again the same way, and read false when still
 unsettled); stats.compare counts it as wrong and warns. Re-running the same evaluate.py command grades such samples
 again from their saved completions (``regrade_unsettled``), generating nothing.
@@ -168,12 +169,19 @@ def prompt_sha(system_prompt: str | None) -> str:
     return hashlib.sha256((system_prompt or "").encode("utf-8")).hexdigest()[:12]
 
 
-def make_record(row: dict, sample: int, completion, style: str | None, settings: dict, **extra) -> dict:
-    """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings."""
+def make_record(
+    row: dict, sample: int, completion, style: str | None, settings: dict, *, patient: bool = True, **extra
+) -> dict:
+    """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings.
+
+    ``patient``: a comparison that runs out of time is asked again at once with longer bounds (evaluate.py).
+    Held-out evaluation during training passes False: it grades on the training process, which the other
+    processes wait for, so it keeps the reward's bounds and marks what runs out unsettled at once.
+    """
     from rewards.answers import format_ok
 
     text = completion.text
-    graded, strict, lenient = _grades(text, row["gold"], style)
+    graded, strict, lenient = _grades(text, row["gold"], style, patient)
     return {
         "id": row["id"],
         "sample": sample,
@@ -195,13 +203,14 @@ def make_record(row: dict, sample: int, completion, style: str | None, settings:
     }
 
 
-def _grades(text: str, gold, style: str | None):
+def _grades(text: str, gold, style: str | None, patient: bool = True):
     """The grade and lm-eval's strict and lenient verdicts. Patient: evaluation can wait where a reward cannot,
     so a comparison a busy moment left unsettled is asked again at once with longer bounds."""
     from rewards.answers import grade, lenient_correct, strict_correct
 
-    graded = grade(text, gold, patient=True)
-    return graded, strict_correct(text, gold, style, patient=True), lenient_correct(text, gold, patient=True)
+    graded = grade(text, gold, patient=patient)
+    strict = strict_correct(text, gold, style, patient=patient)
+    return graded, strict, lenient_correct(text, gold, patient=patient)
 
 
 def regrade_unsettled(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
