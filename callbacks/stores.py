@@ -234,12 +234,10 @@ def open_store(uri: str, endpoint_url: str | None = None) -> Store:
         )
     if parsed.scheme == "file":
         # urlparse reads file://tmp/runs as host "tmp" and path /runs: the run would write to /runs unannounced.
-        written = (parsed.netloc + parsed.path).removeprefix(
-            "/"
-        )  # ~/runs, from file://~/runs or file:///~/runs
-        if written.startswith(
-            "~"
-        ):  # a URI has no home folder: file:///~/runs is a folder named "~" at the root
+        # ~/runs from file://~/runs, file:///~/runs or file://localhost/~/runs; /~scratch/runs is a plain folder
+        written = ("" if parsed.netloc == "localhost" else parsed.netloc) + parsed.path
+        written = written.removeprefix("/")
+        if written == "~" or written.startswith("~/"):  # a URI has no home folder: /~/runs is a folder "~"
             raise CheckpointError(
                 f"checkpoint URI {uri!r}: a file:// URI cannot name a home folder; write the plain path "
                 f"{written}, which expands ~"

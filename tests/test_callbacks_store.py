@@ -189,3 +189,11 @@ def test_manifest_is_last_and_records_run(monkeypatch, tmp_path):
     assert {"rng_state_0.pth", "rng_state_1.pth"} <= set(manifest["files"])
     assert {"torch", "transformers", "trl", "peft"} <= set(manifest["versions"])
     assert all(len(e["sha256"]) == 64 for e in manifest["files"].values())
+
+
+def test_a_home_folder_in_a_file_uri_is_refused_in_every_form_and_only_the_home_folder():
+    """file://localhost/~/runs wrote to a folder named "~" at the root; file:///~scratch/runs (a folder of that name
+    at the root) was refused with the plain path ~scratch/runs as the fix, which expands to user scratch's home."""
+    with pytest.raises(CheckpointError, match=r"cannot name a home folder; write the plain path ~/runs/a,"):
+        open_store("file://localhost/~/runs/a")
+    assert open_store("file:///~scratch/runs").root == Path("/~scratch/runs")  # not a home folder: as written
