@@ -189,9 +189,12 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def _is_accelerate(cmdline: list[str]) -> bool:
-    """Whether a command line is ``accelerate launch``: its console script, or ``python -m accelerate.commands...``."""
+    """Whether a command line is ``accelerate launch``: its console scripts (``accelerate launch``,
+    ``accelerate-launch``), or ``python -m accelerate.commands...``."""
     for i, part in enumerate(cmdline[:3]):
         if Path(part).name == "accelerate" and cmdline[i + 1 : i + 2] == ["launch"]:
+            return True
+        if Path(part).name == "accelerate-launch":
             return True
         if part.startswith("accelerate.commands") and cmdline[i - 1 : i] == ["-m"]:
             return True

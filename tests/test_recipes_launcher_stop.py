@@ -19,6 +19,8 @@ from recipes.launcher import _is_accelerate
     [
         (["/venv/bin/python", "/venv/bin/accelerate", "launch", "-q", "recipes/run.py"], True),
         (["/usr/bin/python3", "-m", "accelerate.commands.launch", "--cpu", "recipes/run.py"], True),
+        # accelerate's other console script for the same command (pip installs both)
+        (["/venv/bin/python", "/venv/bin/accelerate-launch", "recipes/run.py", "gsm8k_tiny"], True),
         (["/bin/bash"], False),  # nohup python recipes/run.py from a shell: the run must outlive the shell
         (["/usr/bin/python3", "recipes/run.py", "accelerate"], False),
     ],
