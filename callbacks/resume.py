@@ -166,7 +166,9 @@ class Resolver:
             return None
         self.vet.local(best_local.folder, self.output_dir)
         same = next((c for c in self.remote if c.step == best_local.step), None)
-        damaged = bool(same and not same.problems and self._damaged_in_store(same, best_local.folder))
+        # A copy missing a file may hold altered ones too (a half-synced drive): the commit's repair would upload only
+        # what is missing or short, so the bytes are checked whenever its manifest can be read.
+        damaged = bool(same and same.manifest is not None and self._damaged_in_store(same, best_local.folder))
         if self.store and same is None:
             logger.info(
                 "Local %s is newer than anything at %s: uploading it first", best_local.folder, self.store.uri
@@ -190,7 +192,8 @@ class Resolver:
         download, which falls back to an older checkpoint. Checked with the checksums S3 keeps (a HEAD per file)
         or by reading a folder's files back; never downloaded."""
         held = (read_local_manifest(local)[0] or {}).get("files", {})
-        files = same.manifest["files"]
+        # What is missing or of another size is the listing's problem (repaired by the commit), not checked here.
+        files = {rel: e for rel, e in same.manifest["files"].items() if same.files.get(rel) == e["size"]}
         copies = {
             rel: local / rel for rel, e in files.items() if held.get(rel, {}).get("sha256") == e["sha256"]
         }

@@ -114,3 +114,18 @@ def test_an_s3_compatible_store_refusing_checksums_gets_plain_uploads(monkeypatc
 
     assert store.read_bytes("checkpoint-2/scheduler.pt") == (folder / "scheduler.pt").read_bytes()
     assert caplog.text.count("refused a SHA-256 checksum with an upload") == 1
+
+
+def test_a_store_copy_missing_a_file_beside_altered_bytes_is_moved_aside_too(target, tmp_path, caplog):
+    """A missing file sent the store's copy to a repair, which uploads only what is missing or short, and the bytes
+    went unchecked: the altered file stayed, and the next machine's download fell back to an older checkpoint."""
+    uri, endpoint, store = target
+    source, local = resumed_locally(store, uri, tmp_path, caplog)
+    if isinstance(store, S3Store):
+        store.client.put_object(
+            Bucket=store.bucket, Key=f"{store.prefix}/{KEY}", Body=flipped(store), ChecksumAlgorithm="SHA256"
+        )
+    else:
+        store.write_bytes(KEY, flipped(store))
+    store.delete(["checkpoint-4/scheduler.pt"])  # a half-synced drive: one file not there yet
+    assert_moved_aside_and_committed_again(store, uri, endpoint, source, local, tmp_path, caplog)
