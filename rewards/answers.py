@@ -57,6 +57,7 @@ __all__ = [
     "lenient_correct",
     "read_gold",
     "strict_correct",
+    "strict_precedence",
 ]
 
 
@@ -262,8 +263,12 @@ def strict_correct(text: str, gold: str | float, style: str | None = None, *, pa
     >>> strict_correct("#### 7", "7", "hash"), strict_correct(r"\boxed{7}", "7", "hash")
     (True, False)
     """
-    rules = sum((_STYLE_RULES[name] for name in (STYLES if style is None else (check_style(style),))), ())
-    return is_correct(text, gold, precedence=rules, patient=patient)
+    return is_correct(text, gold, precedence=strict_precedence(style), patient=patient)
+
+
+def strict_precedence(style: str | None = None) -> tuple[str, ...]:
+    """The rules ``strict_correct`` reads an answer with: the style's marker (either shipped marker for None)."""
+    return sum((_STYLE_RULES[name] for name in (STYLES if style is None else (check_style(style),))), ())
 
 
 def lenient_correct(text: str, gold: str | float, *, patient: bool = False) -> bool:

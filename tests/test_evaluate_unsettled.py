@@ -78,3 +78,32 @@ def test_a_rerun_grades_unsettled_samples_again_without_generating(busy, tmp_pat
     graded = {(r["id"], r["sample"]): (r["correct"], r.get("unsettled")) for r in lines(out)}
     assert sorted(graded.values()) == [(False, None)] * 2 + [(True, None)] * 2
     assert "unsettled, counted wrong" not in stdout and re.search(r"correct +2/4 ", stdout)
+
+
+def test_an_unsettled_strict_or_lenient_grade_is_marked_and_graded_again(monkeypatch, tmp_path):
+    """The answer grade settled (boxed 3: surely not 1/2) while the strict one (the <answer> tag's 2/4) ran out of
+    time: correct_strict read false, with nothing in the record to say so, and a re-run never graded it again."""
+    from math_verify.errors import TimeoutException
+
+    from recipes.evaluation.records import read_records, regrade_unsettled
+
+    real, busy = _symbolic._verify, {"on": True}
+
+    def verify(gold, pred):
+        if busy["on"]:
+            raise TimeoutException("Timeout during comparison")
+        return real(gold, pred)
+
+    monkeypatch.setattr(_symbolic, "_verify", verify)
+    row = {"id": "q", "question": "Half?", "gold": r"\frac{1}{2}"}
+    text = Completion(r"<answer>\frac{2}{4}</answer> Or is it \boxed{3}?", 9)
+    record = make_record(row, 0, text, "tags", {"model": "m"})
+    assert (record["correct"], "unsettled" in record, record["correct_strict"]) == (False, False, False)
+    assert record["unsettled_lm_eval"] is True
+    out = tmp_path / "out.jsonl"
+    out.write_text(json.dumps(record) + "\n")
+    busy["on"] = False  # a quieter machine
+    records, repair = read_records(out)
+    regrade_unsettled(out, records, repair, "tags")
+    [again] = lines(out)
+    assert again["correct_strict"] is True and "unsettled_lm_eval" not in again and again["correct"] is False

@@ -7,9 +7,10 @@ One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/ev
 time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even when asked
 again with longer bounds (evaluate.py; held-out evaluation during training does not ask again: it would hold up
 every process of the run). Its ``correct`` is false for want of a verdict, not because the answer was found
-wrong (``correct_strict`` and ``correct_lenient`` are asked again the same way, and read false when still
-unsettled); stats.compare counts it as wrong and warns. Re-running the same evaluate.py command grades such samples
-again from their saved completions (``regrade_unsettled``), generating nothing.
+wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and ``correct_lenient`` are asked again the
+same way and read false when still unsettled, which ``"unsettled_lm_eval": true`` marks (their answer may differ
+from the grade's). Re-running the same evaluate.py command grades such samples again from their saved completions
+(``regrade_unsettled``), generating nothing.
 """
 
 from __future__ import annotations
@@ -187,8 +188,9 @@ def make_record(
         "sample": sample,
         "correct": graded.correct,
         **({} if graded.settled else {"unsettled": True}),
-        "correct_strict": strict,
-        "correct_lenient": lenient,
+        "correct_strict": strict.correct,
+        "correct_lenient": lenient.correct,
+        **({} if strict.settled and lenient.settled else {"unsettled_lm_eval": True}),
         "format_ok": format_ok(text, style),
         "pred": graded.found.answer if graded.found else None,
         "gold": row["gold"],
@@ -206,26 +208,29 @@ def make_record(
 def _grades(text: str, gold, style: str | None, patient: bool = True):
     """The grade and lm-eval's strict and lenient verdicts. Patient: evaluation can wait where a reward cannot,
     so a comparison a busy moment left unsettled is asked again at once with longer bounds."""
-    from rewards.answers import grade, lenient_correct, strict_correct
+    from rewards.answers import LENIENT_PRECEDENCE, grade, strict_precedence
 
     graded = grade(text, gold, patient=patient)
-    strict = strict_correct(text, gold, style, patient=patient)
-    return graded, strict, lenient_correct(text, gold, patient=patient)
+    strict = grade(text, gold, strict_precedence(style), patient=patient)
+    return graded, strict, grade(text, gold, LENIENT_PRECEDENCE, patient=patient)
 
 
 def regrade_unsettled(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
     """Grade again, in place, the records whose grade was left unsettled (from their saved completions), and
     rewrite ``path`` with them when there are any; returns the repair still to make before appending."""
-    unsettled = [r for r in records if r.get("unsettled")]
+    unsettled = [r for r in records if r.get("unsettled") or r.get("unsettled_lm_eval")]
     for record in unsettled:
         graded, strict, lenient = _grades(record["completion"], record["gold"], style)
-        record.pop("unsettled")
-        record.update(correct=graded.correct, correct_strict=strict, correct_lenient=lenient)
+        record.pop("unsettled", None)
+        record.pop("unsettled_lm_eval", None)
+        record.update(correct=graded.correct, correct_strict=strict.correct, correct_lenient=lenient.correct)
         if not graded.settled:
             record["unsettled"] = True
+        if not (strict.settled and lenient.settled):
+            record["unsettled_lm_eval"] = True
     if not unsettled:
         return repair
-    still = sum(bool(r.get("unsettled")) for r in unsettled)
+    still = sum(bool(r.get("unsettled") or r.get("unsettled_lm_eval")) for r in unsettled)
     write_text_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     logger.info(
         "%s: graded %d unsettled samples again: %d settled, %d still unsettled.",
