@@ -11,7 +11,7 @@ most wrong answers, at a fraction of math-verify's cost.
 
 A comparison that runs out of time (math-verify's own bound, or the grader process's) is no match, and
 ``judge`` says it was not settled: a reward takes the no match at once, while evaluation (``patient=True``)
-asks again at once with PATIENCE times longer bounds, so a busy machine does not pass for a wrong answer.
+compares with PATIENCE times longer bounds, so a busy machine does not pass for a wrong answer.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ _SMALL_POWER = re.compile(r"\^(?:[0-9]|\{-?[0-9]\})")
 _EXTRACTION = (LatexExtractionConfig(), ExprExtractionConfig())
 # math-verify's own bound per parse and per comparison on a main thread: 1 s here, 3 s in the grader process.
 MAIN_THREAD_TIMEOUT_S = {"here": 1, "grader process": 3}
-# How much longer those bounds are when evaluation asks again about a comparison a busy moment left unsettled.
+# How much longer those bounds are for evaluation, which can wait where a reward cannot (``patient``).
 PATIENCE = 5
 _where = "here"
 # Whether this thread is asking patiently (set by ``patience``): per thread, so a reward thread stays impatient.
@@ -238,15 +238,15 @@ def judge(gold: str, pred: str, *, cheap_only: bool = False, patient: bool = Fal
         gold: The gold answer (LaTeX or a number).
         pred: The completion's answer.
         cheap_only: Compare only what ``is_cheap`` settles here (a number gold): anything else is no match.
-        patient: Ask again at once, with PATIENCE times longer bounds, when the first try runs out of time
-            (evaluation; a reward keeps the first try's no match).
+        patient: Compare with PATIENCE times longer bounds (evaluation, which can wait; a reward cannot). Asked
+            so at once: a first try with the reward's bounds would cost REQUEST_TIMEOUT_S and a restart of the
+            grader process whenever it runs out, and settles nothing the longer bounds would not.
 
     >>> judge("[-2, 7]", "[-2,7]"), judge("3", "2^9")
     (Verdict(match=True, settled=True), Verdict(match=False, settled=True))
     """
-    verdict = _judge(gold, pred, cheap_only, patient=False)
-    if verdict.settled or not patient:
-        return verdict
+    if not patient:
+        return _judge(gold, pred, cheap_only, patient=False)
     with patience():
         return _judge(gold, pred, cheap_only, patient=True)
 

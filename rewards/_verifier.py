@@ -5,8 +5,7 @@ C-level big-integer power (``\\boxed{9^{9^{9^9}}}``). A LaTeX answer that is not
 parsed and compared in this child process, on its main thread (so math-verify's own timeouts apply), while
 the asking thread waits at most ``REQUEST_TIMEOUT_S``. A request that takes longer gets the child killed
 (the next request starts a fresh one) and is graded as no match, marked unsettled: a model's output can slow
-grading down, never hang it or crash it. Evaluation asks again, patiently, what was left unsettled
-(``PATIENT_REQUEST_TIMEOUT_S``).
+grading down, never hang it or crash it. Evaluation asks patiently (``PATIENT_REQUEST_TIMEOUT_S``).
 
 The child is a plain ``python -c`` subprocess rather than a multiprocessing one: spawning through
 multiprocessing would re-import the launching script (``recipes/run.py`` with torch and TRL) in the child.
@@ -25,8 +24,8 @@ from pathlib import Path
 
 # What one request may take, startup aside: math-verify's own per-step bound is 3 s (see _symbolic).
 REQUEST_TIMEOUT_S = 10
-# What a patient request may take: evaluation asks again what a busy moment left unsettled, and can wait where a
-# reward cannot (math-verify's bound in the child is then _symbolic.PATIENCE times longer too).
+# What a patient request may take: evaluation asks so (a busy moment must not leave its grades unsettled), and can
+# wait where a reward cannot (math-verify's bound in the child is then _symbolic.PATIENCE times longer too).
 PATIENT_REQUEST_TIMEOUT_S = 60
 # Starting the child imports sympy and math-verify: a few seconds, more on a busy machine.
 STARTUP_TIMEOUT_S = 120

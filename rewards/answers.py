@@ -22,7 +22,7 @@ the same as a normal one, and no function here raises on any model output.
 
 A comparison that runs out of time (a busy machine, or an answer too costly to compare) is no match, and
 ``grade`` marks it unsettled (``Graded.settled``): the reward takes it as wrong at once; evaluation passes
-``patient=True`` to have it compared again at once with longer bounds, and records what stays unsettled.
+``patient=True`` to have it compared with longer bounds, and records what stays unsettled.
 """
 
 from __future__ import annotations
@@ -198,8 +198,8 @@ def grade(
     A hedged answer (``x = 1 \pm \sqrt{19}``, "3 or 4") is no answer, unless the gold itself is hedged
     the same way: MATH's ``1 \pm \sqrt{19}`` is one answer naming two values.
 
-    ``patient=True`` (evaluation): a comparison that runs out of time is tried again at once with longer
-    bounds; what still runs out is ``settled=False``. Without it (the reward) the first try's no match stands.
+    ``patient=True`` (evaluation): the comparison gets longer bounds; what still runs out is ``settled=False``.
+    Without it (the reward) a comparison that runs out is a no match, ``settled=False``.
 
     >>> grade(r"So $r = \boxed{(3, \tfrac{\pi}{2})}$.", r"\left( 3, \frac{\pi}{2} \right)").correct
     True

@@ -35,7 +35,7 @@ def _record(gold: str) -> dict:
 def test_an_unsettled_grade_is_asked_again_and_what_stays_unsettled_says_so(busy, monkeypatch):
     record = _record(MATRIX)
     assert (record["correct"], record["unsettled"]) == (False, True)
-    assert ("fingerprint", True) in busy["asked"]  # the patient retry, past the 30 s pause
+    assert ("fingerprint", True) in busy["asked"]  # asked patiently
     busy["patient_answers"] = True
     assert _record(MATRIX)["unsettled"]  # a patient failure is not asked again for PATIENT_RETRY_AFTER_S
     monkeypatch.setattr(_symbolic, "PATIENT_RETRY_AFTER_S", 0.0)

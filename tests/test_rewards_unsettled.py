@@ -53,9 +53,9 @@ def test_the_reward_pays_nothing_for_an_unsettled_grade_and_never_waits_patientl
 def test_a_patient_grade_that_still_times_out_stays_unsettled_and_waits_its_own_pause(busy):
     graded = grade(TEXT, MATRIX, patient=True)
     assert (graded.correct, graded.settled) == (False, False)
-    assert busy["asked"] == [("fingerprint", False), ("fingerprint", True)]  # tried, then tried patiently
+    assert busy["asked"] == [("fingerprint", True)]  # asked once, patiently
     assert grade(TEXT, MATRIX, patient=True).settled is False
-    assert len(busy["asked"]) == 2  # a pathological answer sampled again costs no second minute
+    assert len(busy["asked"]) == 1  # a pathological answer sampled again costs no second minute
     busy["patient_answers"] = True
     assert grade(TEXT, r"\begin{pmatrix} 2 \\ 8 \end{pmatrix}", patient=True).settled is False  # same gold
 
@@ -77,7 +77,7 @@ def test_a_local_math_verify_timeout_is_retried_with_patient_bounds(monkeypatch,
 
     def busy_for_a_while(gold, pred):
         bounds.append(_symbolic._seconds())
-        if len(bounds) <= 2:
+        if bounds[-1] == 1:  # a busy moment longer than the reward's 1 s bound, shorter than the patient one
             raise TimeoutException("Timeout during comparison")
         return real(gold, pred)
 
@@ -86,5 +86,17 @@ def test_a_local_math_verify_timeout_is_retried_with_patient_bounds(monkeypatch,
     assert grade(text, gold).settled is False and "unsettled" in caplog.text
     graded = grade(text, gold, patient=True)
     assert (graded.correct, graded.settled) == (True, True)
-    assert bounds == [1, 1, _symbolic.PATIENCE]  # the retry ran under five times the bound
+    assert bounds == [1, _symbolic.PATIENCE]  # the patient grade ran under five times the bound
     assert _symbolic._seconds() == 1  # and left the bound as it was
+
+
+def test_a_patient_grade_asks_the_grader_process_once_with_its_longer_bounds(monkeypatch, fresh):
+    """A first try with the reward's bounds cost evaluation REQUEST_TIMEOUT_S and a restart of the grader process
+    (killed on the timeout, and its remembered parses with it) before every patient one that was needed."""
+    other = r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}"
+    assert is_correct(rf"\boxed{{{other}}}", other)  # the grader process is up (a matrix is compared there)
+    pid = _verifier.CLIENT._process.pid
+    monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.0)  # a reward-bounded try could never answer
+    graded = grade(TEXT, MATRIX, patient=True)
+    assert (graded.correct, graded.settled) == (True, True)
+    assert _verifier.CLIENT._process.pid == pid  # not killed and started again
