@@ -48,6 +48,7 @@ from common.logs import log_to_stderr
 from recipes.evaluation import generation
 from recipes.evaluation.counterpart import counterpart_command
 from recipes.evaluation.generation import Decoding, EvaluationError
+from recipes.evaluation.out_lock import hold
 from recipes.evaluation.overlap import warn_if_trained_on
 from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import (
@@ -153,88 +154,93 @@ def evaluate(
         recipe.config["trainer"], temperature, top_p, max_new_tokens, samples=samples
     )
     out = Path(out)  # checked before any download or model load
-    existing, repair = read_records(out)
-    check_writable(out)
-    folder = None
-    if adapter:
-        folder = fetch_checkpoint(str(adapter), endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
-        generation.adapter_rank(folder)
-        warn_if_other_data(Path(folder), recipe.config["data"])
-    data = eval_data(recipe.config["data"], split)
-    rows = load_split(data, split=split)
-    rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
-    warn_if_trained_on(recipe.config["data"], data, split, rows)
-    ids = [row["id"] for row in rows]
-    settings = record_settings(recipe, folder, seed, split, data["source"], decoding)
-    check_resumable(existing, settings, out)
-    done = {(r.get("id"), r.get("sample")): r for r in existing}
-    batches = generation.plan_batches(len(ids), samples, batch_size)
-    units = [unit for batch in batches for unit in batch]
-    if beyond := set(done) - {(ids[q], k) for q, k in units}:
-        held = len({qid for qid, _ in done})
-        raise EvaluationError(
-            f"{out} holds {len(done)} samples ({held} questions, up to {1 + max(k for _, k in done)} samples "
-            f"each), {len(beyond)} of them beyond what this run asks for (--questions {len(ids)} --samples "
-            f"{samples}): its summary would leave them out, and stats.compare would not. Rerun with the file's "
-            "--questions and --samples, or use a new --out file."
+    with hold(out):
+        existing, repair = read_records(out)
+        check_writable(out)
+        folder = None
+        if adapter:
+            folder = fetch_checkpoint(str(adapter), endpoint_url=recipe.config["checkpoint"]["endpoint_url"])
+            generation.adapter_rank(folder)
+            warn_if_other_data(Path(folder), recipe.config["data"])
+        data = eval_data(recipe.config["data"], split)
+        rows = load_split(data, split=split)
+        rows = rows.select(select_questions(rows["id"], questions, seed)).to_list()
+        warn_if_trained_on(recipe.config["data"], data, split, rows)
+        ids = [row["id"] for row in rows]
+        settings = record_settings(recipe, folder, seed, split, data["source"], decoding)
+        check_resumable(existing, settings, out)
+        done = {(r.get("id"), r.get("sample")): r for r in existing}
+        batches = generation.plan_batches(len(ids), samples, batch_size)
+        units = [unit for batch in batches for unit in batch]
+        if beyond := set(done) - {(ids[q], k) for q, k in units}:
+            held = len({qid for qid, _ in done})
+            raise EvaluationError(
+                f"{out} holds {len(done)} samples ({held} questions, up to {1 + max(k for _, k in done)} samples "
+                f"each), {len(beyond)} of them beyond what this run asks for (--questions {len(ids)} --samples "
+                f"{samples}): its summary would leave them out, and stats.compare would not. Rerun with the file's "
+                "--questions and --samples, or use a new --out file."
+            )
+        style = format_style(recipe.config["rewards"])
+        repair = regrade_unsettled(out, existing, repair, style)
+        pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
+        finished = sum((ids[q], k) in done for q, k in units)
+        logger.info(
+            "%d of %d samples already in %s; %d to generate.",
+            finished,
+            len(units),
+            out,
+            len(units) - finished,
         )
-    style = format_style(recipe.config["rewards"])
-    repair = regrade_unsettled(out, existing, repair, style)
-    pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
-    finished = sum((ids[q], k) in done for q, k in units)
-    logger.info(
-        "%d of %d samples already in %s; %d to generate.", finished, len(units), out, len(units) - finished
-    )
-    if pending:
-        from recipes.compiled_generation import use_compiled_generation
-        from recipes.merged_lora import use_merged_generation
-        from recipes.model import load_tokenizer
+        if pending:
+            from recipes.compiled_generation import use_compiled_generation
+            from recipes.merged_lora import use_merged_generation
+            from recipes.model import load_tokenizer
 
-        # Measured with the tokenizer alone, so a refused --max-new-tokens costs no model load (minutes for 8B).
-        prompts = generation.prompt_token_ids(
-            load_tokenizer(recipe.config["model"]), [row["prompt"] for row in rows]
-        )
-        check_context(recipe.config["model"], prompts, decoding.max_new_tokens)
-        generator, _ = generation.load_generator(
-            engine,
-            recipe.config["model"],
-            folder,
-            decoding,
-            seed=seed,
-            merged=engine == "hf" and folder is not None and use_merged_generation(recipe),
-            compiled=engine == "hf" and use_compiled_generation(recipe),
-        )
-        if engine == "hf":
-            generator.size_cache(prompts)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        repair_end(out, repair)
-        with (
-            open(out, "a", encoding="utf-8") as handle,
-            tqdm(total=len(units), initial=finished, unit="sample", desc="evaluate") as progress,
-        ):
-            for batch in pending:
-                seeds = [generation.derive_seed(seed, ids[q], k) for q, k in batch]
-                completions = generator.generate([prompts[q] for q, _ in batch], seeds)
-                new = [
-                    make_record(
-                        rows[q],
-                        k,
-                        completion,
-                        style,
-                        settings,
-                        adapter=adapter and str(adapter),
-                        engine=engine,
-                        # What this run set out to write: stats.compare tells a finished file from a fragment.
-                        planned_questions=len(ids),
-                        planned_samples=samples,
-                    )
-                    for (q, k), completion in zip(batch, completions)
-                    if (ids[q], k) not in done
-                ]
-                append_records(handle, new)
-                done.update({(r["id"], r["sample"]): r for r in new})
-                progress.update(len(new))
-    return Evaluation(out, [done[(ids[q], k)] for q, k in units], len(ids), decoding)
+            # Measured with the tokenizer alone, so a refused --max-new-tokens costs no model load (minutes for 8B).
+            prompts = generation.prompt_token_ids(
+                load_tokenizer(recipe.config["model"]), [row["prompt"] for row in rows]
+            )
+            check_context(recipe.config["model"], prompts, decoding.max_new_tokens)
+            generator, _ = generation.load_generator(
+                engine,
+                recipe.config["model"],
+                folder,
+                decoding,
+                seed=seed,
+                merged=engine == "hf" and folder is not None and use_merged_generation(recipe),
+                compiled=engine == "hf" and use_compiled_generation(recipe),
+            )
+            if engine == "hf":
+                generator.size_cache(prompts)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            repair_end(out, repair)
+            with (
+                open(out, "a", encoding="utf-8") as handle,
+                tqdm(total=len(units), initial=finished, unit="sample", desc="evaluate") as progress,
+            ):
+                for batch in pending:
+                    seeds = [generation.derive_seed(seed, ids[q], k) for q, k in batch]
+                    completions = generator.generate([prompts[q] for q, _ in batch], seeds)
+                    new = [
+                        make_record(
+                            rows[q],
+                            k,
+                            completion,
+                            style,
+                            settings,
+                            adapter=adapter and str(adapter),
+                            engine=engine,
+                            # What this run set out to write: stats.compare tells a finished file from a fragment.
+                            planned_questions=len(ids),
+                            planned_samples=samples,
+                        )
+                        for (q, k), completion in zip(batch, completions)
+                        if (ids[q], k) not in done
+                    ]
+                    append_records(handle, new)
+                    done.update({(r["id"], r["sample"]): r for r in new})
+                    progress.update(len(new))
+        return Evaluation(out, [done[(ids[q], k)] for q, k in units], len(ids), decoding)
 
 
 def build_parser() -> argparse.ArgumentParser:

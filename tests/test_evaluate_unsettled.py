@@ -107,3 +107,19 @@ def test_an_unsettled_strict_or_lenient_grade_is_marked_and_graded_again(monkeyp
     regrade_unsettled(out, records, repair, "tags")
     [again] = lines(out)
     assert again["correct_strict"] is True and "unsettled_lm_eval" not in again and again["correct"] is False
+
+
+def test_a_second_run_on_the_same_out_file_is_refused_while_the_first_holds_it(tmp_path, capsys):
+    """Two runs on one file lost records: the second one's re-grade rewrote it with what it had read, and the first
+    one's later appends went to the file that rewrite replaced (see recipes/evaluation/out_lock.py)."""
+    from recipes.evaluation.out_lock import hold
+
+    out = tmp_path / "base.jsonl"
+    record = {"id": "q", "sample": 0, "correct": False, "unsettled": True, "gold": "7", "completion": "#### 7"}
+    out.write_text(json.dumps(record) + "\n")
+    before = out.read_text()
+    with hold(out):  # the first run, still going
+        code, _, err = run(capsys, "gsm8k_tiny", "--out", out)
+        assert code == 2 and f"{out} is being written by another evaluate.py run (pid " in err
+        assert out.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base.jsonl"]  # the lock goes with its run
