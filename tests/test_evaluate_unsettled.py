@@ -115,7 +115,14 @@ def test_a_second_run_on_the_same_out_file_is_refused_while_the_first_holds_it(t
     from recipes.evaluation.out_lock import hold
 
     out = tmp_path / "base.jsonl"
-    record = {"id": "q", "sample": 0, "correct": False, "unsettled": True, "gold": "7", "completion": "#### 7"}
+    record = {
+        "id": "q",
+        "sample": 0,
+        "correct": False,
+        "unsettled": True,
+        "gold": "7",
+        "completion": "#### 7",
+    }
     out.write_text(json.dumps(record) + "\n")
     before = out.read_text()
     with hold(out):  # the first run, still going
@@ -123,3 +130,23 @@ def test_a_second_run_on_the_same_out_file_is_refused_while_the_first_holds_it(t
         assert code == 2 and f"{out} is being written by another evaluate.py run (pid " in err
         assert out.read_text() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base.jsonl"]  # the lock goes with its run
+
+
+def test_a_re_grade_that_drops_a_half_written_last_line_says_so(tmp_path, caplog):
+    """The re-grade's rewrite dropped a crash's half line without the warning repair_end gives for it."""
+    from recipes.evaluation.records import read_records, regrade_unsettled
+
+    out = tmp_path / "base.jsonl"
+    record = {
+        "id": "q",
+        "sample": 0,
+        "correct": False,
+        "unsettled": True,
+        "gold": "7",
+        "completion": "#### 7",
+    }
+    out.write_text(json.dumps(record) + '\n{"id": "q", "sam')
+    records, repair = read_records(out)
+    with caplog.at_level("WARNING", logger="recipes.evaluate"):
+        assert regrade_unsettled(out, records, repair, None) is None
+    assert "dropped an incomplete last line" in caplog.text and len(lines(out)) == 1

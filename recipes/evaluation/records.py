@@ -94,9 +94,11 @@ def repair_end(path: Path, repair: str | None) -> None:
     elif repair == "drop":
         complete = path.read_text(encoding="utf-8").rpartition("\n")[0]
         write_text_atomically(path, complete + "\n")
-        logger.warning(
-            "%s: dropped an incomplete last line (an interrupted write); its sample is redone.", path
-        )
+        _say_dropped(path)
+
+
+def _say_dropped(path: Path) -> None:
+    logger.warning("%s: dropped an incomplete last line (an interrupted write); its sample is redone.", path)
 
 
 def check_writable(path: Path) -> None:
@@ -232,6 +234,8 @@ def regrade_unsettled(path: Path, records: list[dict], repair: str | None, style
         return repair
     still = sum(bool(r.get("unsettled") or r.get("unsettled_lm_eval")) for r in unsettled)
     write_text_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    if repair == "drop":
+        _say_dropped(path)
     logger.info(
         "%s: graded %d unsettled samples again: %d settled, %d still unsettled.",
         path, len(unsettled), len(unsettled) - still, still,
