@@ -141,10 +141,8 @@ def _unsettled_lines(c: Comparison) -> list[str]:
             f"  UNSETTLED: {u.baseline} baseline and {u.tuned} tuned samples were never graded (the grader ran out "
             "of time) and count as wrong:"
         ),
-        (
-            f"    whatever their grades, the difference lies between {_points(low)} and {_points(high)} points; "
-            "re-run their recipes/evaluate.py command on a less busy machine to grade them again (no generation)."
-        ),
+        f"    whatever their grades, the difference lies between {_points(low)} and {_points(high)} points;",
+        f"    to settle them, {u.fix()}.",
     ]
 
 

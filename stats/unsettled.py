@@ -34,6 +34,23 @@ class Unsettled:
     baseline: int
     tuned: int
     difference_range: tuple[float, float]
+    heldout_steps: tuple[
+        int, ...
+    ] = ()  # training steps of held-out files holding some: evaluate.py refuses them
+
+    def fix(self) -> str:
+        """How to grade them again: re-run evaluate.py, which held-out files (written by training) do not allow."""
+        if not self.heldout_steps:
+            return (
+                "re-run the recipes/evaluate.py command that wrote each such file when the machine is less busy: it "
+                "grades them again from their saved completions, generating nothing"
+            )
+        steps = ", ".join(map(str, self.heldout_steps))
+        return (
+            f"held-out records (training step {steps}) are not graded again (evaluate.py refuses their files): "
+            f"evaluate the checkpoint into a new file, recipes/evaluate.py --split heldout --adapter "
+            f"OUTPUT_DIR/checkpoint-{self.heldout_steps[-1]}, and compare those"
+        )
 
 
 def headroom(model: ModelRecords, ids: list[str]) -> tuple[int, Fraction]:
@@ -59,7 +76,17 @@ def count_unsettled(
     """Both files' unsettled samples on the paired questions, and the range they leave the difference in."""
     base_n, base_gain = headroom(baseline, ids)
     tuned_n, tuned_gain = headroom(tuned, ids)
-    return Unsettled(base_n, tuned_n, (difference - float(base_gain), difference + float(tuned_gain)))
+    steps = sorted(
+        {
+            r["step"]
+            for m in (baseline, tuned)
+            for r in m.records
+            if r.get("unsettled") and r.get("step") is not None
+        }
+    )
+    return Unsettled(
+        base_n, tuned_n, (difference - float(base_gain), difference + float(tuned_gain)), tuple(steps)
+    )
 
 
 def unsettled_warning(comparison: Comparison) -> str | None:
@@ -76,7 +103,6 @@ def unsettled_warning(comparison: Comparison) -> str | None:
     return (
         f'Some samples were never graded: the grader ran out of time on them ("unsettled": true; {files}). They '
         f"count as wrong, so the comparison may be biased against the model evaluated on a busier machine: "
-        f"whatever their grades, the difference lies between {low:+.1f} and {high:+.1f} points. Re-run the "
-        "recipes/evaluate.py command that wrote each such file when the machine is less busy: it grades them again "
-        "from their saved completions, generating nothing."
+        f"whatever their grades, the difference lies between {low:+.1f} and {high:+.1f} points. To settle them, "
+        f"{unsettled.fix()}."
     )

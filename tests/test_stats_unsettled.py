@@ -72,3 +72,15 @@ def test_under_intersect_only_the_paired_questions_count(capsys, caplog, tmp_pat
     code, out, _ = run_compare(capsys, base, tuned, "--intersect")
     assert code == 0 and "UNSETTLED: 1 baseline and 0 tuned samples" in out
     assert f"{base}: 1 of 8 samples; {tuned}: 0 of 8 samples" in caplog.text
+
+
+def test_held_out_files_get_a_fix_that_works_for_them(capsys, caplog, tmp_path):
+    """Re-running "the evaluate.py command that wrote" a held-out file (heldout/step-N.jsonl, written by training)
+    is no fix: evaluate.py refuses to append to held-out records."""
+    base = write_records(tmp_path / "step-0.jsonl", BASELINE, extra={"step": 0})
+    tuned = _mark_unsettled(write_records(tmp_path / "step-40.jsonl", TUNED, extra={"step": 40}), {("q1", 1)})
+    code, out, _ = run_compare(capsys, base, tuned)
+    assert code == 0 and "command that wrote" not in caplog.text and "re-run their" not in out
+    for text in (caplog.text, out):
+        assert "held-out records (training step 40) are not graded again" in text
+        assert "recipes/evaluate.py --split heldout --adapter OUTPUT_DIR/checkpoint-40" in text
