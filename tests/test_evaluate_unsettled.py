@@ -150,3 +150,18 @@ def test_a_re_grade_that_drops_a_half_written_last_line_says_so(tmp_path, caplog
     with caplog.at_level("WARNING", logger="recipes.evaluate"):
         assert regrade_unsettled(out, records, repair, None) is None
     assert "dropped an incomplete last line" in caplog.text and len(lines(out)) == 1
+
+
+def test_an_out_file_where_locks_are_not_supported_is_written_unguarded(tmp_path, monkeypatch):
+    """Some FUSE mounts (a Colab Drive folder) refuse flock: the run must not fail for want of a lock."""
+    import errno
+
+    from recipes.evaluation import out_lock
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(out_lock.fcntl, "flock", no_locks)
+    with out_lock.hold(tmp_path / "base.jsonl"):
+        pass
+    assert not list(tmp_path.iterdir())

@@ -42,6 +42,11 @@ def hold(out: Path):
             f"{out} is being written by another evaluate.py run (pid {owner}): two runs on one file lose "
             "records. Wait for it to end, or use another --out file."
         ) from None
+    except OSError:  # a filesystem without locks (some FUSE mounts): the run goes on, unguarded, as before
+        os.close(fd)
+        lock.unlink(missing_ok=True)
+        yield
+        return
     try:
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
