@@ -34,9 +34,8 @@ class Unsettled:
     baseline: int
     tuned: int
     difference_range: tuple[float, float]
-    heldout_steps: tuple[
-        int, ...
-    ] = ()  # training steps of held-out files holding some: evaluate.py refuses them
+    # Training steps of held-out files holding some: evaluate.py refuses those files, so they get another fix.
+    heldout_steps: tuple[int, ...] = ()
 
     def fix(self) -> str:
         """How to grade them again: re-run evaluate.py, which held-out files (written by training) do not allow."""

@@ -4,11 +4,11 @@ One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/ev
 `python -m stats.compare` reads them.
 
 ``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
-time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even when asked
-again with longer bounds (evaluate.py; held-out evaluation during training does not ask again: it would hold up
-every process of the run). Its ``correct`` is false for want of a verdict, not because the answer was found
-wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and ``correct_lenient`` are asked again the
-same way and read false when still unsettled, which ``"unsettled_lm_eval": true`` marks (their answer may differ
+time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even with longer
+bounds (evaluate.py's; held-out evaluation during training keeps the reward's: longer ones would hold up every
+process of the run). Its ``correct`` is false for want of a verdict, not because the answer was found
+wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and ``correct_lenient`` are graded the same
+way and read false when unsettled, which ``"unsettled_lm_eval": true`` marks (their answer may differ
 from the grade's). Re-running the same evaluate.py command grades such samples again from their saved completions
 (``regrade_unsettled``), generating nothing.
 """
@@ -177,7 +177,7 @@ def make_record(
 ) -> dict:
     """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings.
 
-    ``patient``: a comparison that runs out of time is asked again at once with longer bounds (evaluate.py).
+    ``patient``: comparisons get longer bounds (evaluate.py).
     Held-out evaluation during training passes False: it grades on the training process, which the other
     processes wait for, so it keeps the reward's bounds and marks what runs out unsettled at once.
     """
@@ -208,8 +208,8 @@ def make_record(
 
 
 def _grades(text: str, gold, style: str | None, patient: bool = True):
-    """The grade and lm-eval's strict and lenient verdicts. Patient: evaluation can wait where a reward cannot,
-    so a comparison a busy moment left unsettled is asked again at once with longer bounds."""
+    """The grade and lm-eval's strict and lenient ones. Patient: evaluation can wait where a reward cannot, so its
+    comparisons get longer bounds, and a busy moment does not leave them unsettled."""
     from rewards.answers import LENIENT_PRECEDENCE, grade, strict_precedence
 
     graded = grade(text, gold, patient=patient)
