@@ -45,3 +45,18 @@ def test_a_plan_that_fits_a_t4_under_plan_is_not_warned_of_on_a_t4(caplog):
         warn_if_over_card(recipe, config_for(recipe.config["model"]["name_or_path"]), on_t4, "Tesla T4")
     assert (row[4] == "yes") == (caplog.text == "")
     assert plan_memory(recipe.config).peak(on_t4) / GIB > 14.7  # the case at the edge, whichever way it falls
+
+
+def test_a_plan_beyond_the_card_is_warned_of_once_per_machine(caplog, monkeypatch):
+    """Every process of a launch checks its card: on an 8-GPU machine the same warning came 8 times."""
+    from recipes.planner.on_card import warn_if_over_card
+    from recipes.planner.shapes import config_for
+
+    recipe = load_recipe("gsm8k_llama")
+    model_config = config_for(recipe.config["model"]["name_or_path"])
+    t4 = TORCH_TOTAL_MIB["T4"] * 2**20
+    with caplog.at_level("WARNING", logger="recipes.planner.on_card"):
+        for rank in range(4):
+            monkeypatch.setenv("LOCAL_RANK", str(rank))
+            warn_if_over_card(recipe, model_config, t4, "Tesla T4")
+    assert caplog.text.count("expect CUDA out of memory") == 1

@@ -9,6 +9,7 @@ peak beyond the card is warned of, with the batch that fits (``warn_if_over_card
 from __future__ import annotations
 
 import logging
+import os
 
 from recipes.planner.memory import GIB, plan_memory
 from recipes.recipe import Recipe, RecipeError
@@ -52,9 +53,12 @@ def bf16_problem(recipe: Recipe, card) -> str | None:
 
 
 def warn_if_over_card(recipe: Recipe, model_config, card_bytes: int, card_name: str = "GPU") -> None:
-    """Warn when the recipe's planned peak exceeds the card, naming the largest per-device batch that fits."""
+    """Warn when the recipe's planned peak exceeds the card, naming the largest per-device batch that fits; once per
+    machine (its first process), as the machines of a launch may hold different cards."""
     from recipes.planner.render import largest_batch
 
+    if os.environ.get("LOCAL_RANK", "0") != "0":
+        return
     try:
         plan = plan_memory(recipe.config, model_config=model_config)
     except RecipeError:  # what the planner cannot model it says under --plan; the run goes on
