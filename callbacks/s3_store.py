@@ -128,8 +128,8 @@ class S3Store(Store):
         found = {
             rel: "has a SHA-256 in the store other than the manifest's (replaced or corrupt)"
             for rel, checksum in stored.items()
-            if checksum and (expected := self._checksum(entries[rel], copies.get(rel)))
-            and checksum.split("-")[0] != expected  # real S3 ends a multipart one with -<parts>
+            if checksum and (expected := self._checksum(checksum, entries[rel], copies.get(rel)))
+            and checksum.split("-")[0] != expected
         }  # fmt: skip
         # Uploads of ours all carry one, or (a store that refuses them) none do: a file without one beside files
         # with one was written after the commit.
@@ -141,10 +141,14 @@ class S3Store(Store):
             }
         return found
 
-    def _checksum(self, entry: dict, copy: Path | None) -> str | None:
-        """The ChecksumSHA256 S3 keeps for an upload of this file: the file's own SHA-256 (one PUT), or the SHA-256
-        of its parts' SHA-256s (a multipart upload, which ``copy`` is read again for); None when unknown."""
-        if entry["size"] < self.transfer.multipart_threshold:
+    def _checksum(self, stored: str, entry: dict, copy: Path | None) -> str | None:
+        """The ChecksumSHA256 S3 would keep for the manifest's bytes, uploaded as ``stored`` was: the file's own
+        SHA-256 (one PUT), or, for a multipart upload (AWS ends its checksum with ``-<parts>``; some S3-compatible
+        stores do not, and then its size tells), the SHA-256 of the parts' SHA-256s, with ``copy`` read again in
+        this client's parts; None when unknown (no copy, or the upload was cut in another number of parts: another
+        part size, another client)."""
+        _, suffix, count = stored.partition("-")
+        if not suffix and entry["size"] < self.transfer.multipart_threshold:
             return base64.b64encode(bytes.fromhex(entry["sha256"])).decode()
         if copy is None or not copy.is_file():
             return None
@@ -152,6 +156,8 @@ class S3Store(Store):
         with open(copy, "rb") as f:
             while part := f.read(self.transfer.multipart_chunksize):
                 parts.append(hashlib.sha256(part).digest())
+        if suffix and str(len(parts)) != count:
+            return None
         return base64.b64encode(hashlib.sha256(b"".join(parts)).digest()).decode()
 
     def download(self, key: str, local: Path, progress: Progress = None) -> None:

@@ -129,3 +129,39 @@ def test_a_store_copy_missing_a_file_beside_altered_bytes_is_moved_aside_too(tar
         store.write_bytes(KEY, flipped(store))
     store.delete(["checkpoint-4/scheduler.pt"])  # a half-synced drive: one file not there yet
     assert_moved_aside_and_committed_again(store, uri, endpoint, source, local, tmp_path, caplog)
+
+
+def test_parts_of_another_size_than_this_clients_are_not_taken_for_damage(monkeypatch, tmp_path):
+    """A multipart checksum is recomputed from the local copy with this client's part size: an upload cut otherwise
+    (another version's part size, another client) read as damaged, and a good copy was moved aside and uploaded
+    again at every launch. S3's own '-N' (its part count) tells when the recomputation cannot apply."""
+    import hashlib
+
+    from callbacks.s3_store import S3Store
+
+    s3 = s3_bucket(monkeypatch)
+    monkeypatch.setattr("callbacks.s3_store._PART_BYTES", 5 << 20)
+    uploader = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+    monkeypatch.setattr("callbacks.s3_store._PART_BYTES", 6 << 20)
+    checker = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+    local = tmp_path / "optimizer.pt"
+    local.write_bytes(bytes(range(256)) * (11 << 12))  # 11 MiB: 3 parts of 5 MiB, 2 of 6
+    uploader.upload(local, "checkpoint-4/optimizer.pt")
+    entry = {"size": local.stat().st_size, "sha256": hashlib.sha256(local.read_bytes()).hexdigest()}
+    # AWS ends a multipart upload's checksum with -<parts> (the test server does not)
+    for store in (uploader, checker):
+        head = store.client.head_object
+        monkeypatch.setattr(
+            store.client,
+            "head_object",
+            lambda h=head, **kw: {**h(**kw), "ChecksumSHA256": h(**kw)["ChecksumSHA256"] + "-3"},
+        )
+
+    assert checker.mismatches("checkpoint-4", {"optimizer.pt": entry}, {"optimizer.pt": local}) == {}
+    assert uploader.mismatches("checkpoint-4", {"optimizer.pt": entry}, {"optimizer.pt": local}) == {}
+    other = tmp_path / "other.pt"
+    other.write_bytes(bytes(reversed(range(256))) * (11 << 12))  # the same size, other bytes
+    uploader.upload(other, "checkpoint-4/optimizer.pt")
+    assert "optimizer.pt" in uploader.mismatches(
+        "checkpoint-4", {"optimizer.pt": entry}, {"optimizer.pt": local}
+    )
