@@ -142,11 +142,9 @@ class S3Store(Store):
         return found
 
     def _checksum(self, stored: str, entry: dict, copy: Path | None) -> str | None:
-        """The ChecksumSHA256 S3 would keep for the manifest's bytes, uploaded as ``stored`` was: the file's own
-        SHA-256 (one PUT), or, for a multipart upload (AWS ends its checksum with ``-<parts>``; some S3-compatible
-        stores do not, and then its size tells), the SHA-256 of the parts' SHA-256s, with ``copy`` read again in
-        this client's parts; None when unknown (no copy, or the upload was cut in another number of parts: another
-        part size, another client)."""
+        """The ChecksumSHA256 S3 would keep for the manifest's bytes uploaded as ``stored`` was: their SHA-256 (one
+        PUT), or the SHA-256 of the parts' SHA-256s (multipart: AWS ends ``stored`` with ``-<parts>``, else the size
+        tells), ``copy`` read in this client's parts; None when unknown (no copy, or another number of parts)."""
         _, suffix, count = stored.partition("-")
         if not suffix and entry["size"] < self.transfer.multipart_threshold:
             return base64.b64encode(bytes.fromhex(entry["sha256"])).decode()
