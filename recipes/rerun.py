@@ -80,21 +80,26 @@ def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
     """Why this launch may not continue a run made with ``saved_yaml`` (the recipe.yaml of the checkpoint it would
     resume): the keys this recipe changes, and what to do instead; None when it may. ``prepare_checkpointing``
     asks it (``vet_recipe``) about the checkpoint ``checkpoint.resume`` picks, ``latest`` or an explicit one,
-    before downloading it. Only the keys in MAY_CHANGE may differ; no setting lets others through, since a run
-    continued with them would mix two experiments under one recipe.yaml.
+    before downloading it. Continuing a run (``latest``), only the keys in MAY_CHANGE may differ: others would
+    mix two experiments under one recipe.yaml. An explicit checkpoint is the user's choice to branch a run from it
+    with other settings (a lower learning rate from step 800): allowed, with a warning naming the changed keys
+    (the output folder's own recipe check still refuses a folder that holds a run of another recipe).
     """
     changed = changed_keys(yaml.safe_load(saved_yaml) or {}, yaml.safe_load(recipe.to_yaml()))
     if not changed:
         return None
     checkpoint = recipe.config["checkpoint"]
     uri, resume, output_dir = checkpoint["uri"], checkpoint["resume"], recipe.config["trainer"]["output_dir"]
-    if resume != "latest":  # an explicit checkpoint: a new folder would not change what it was made with
-        return (
-            f"checkpoint.resume={resume} was made with a different recipe ({'; '.join(changed)}): resuming it "
-            f"would continue that run under another recipe (only {', '.join(MAY_CHANGE)} may differ). Launch "
-            "with the recipe it was made with (the recipe.yaml saved with it), or train this recipe from step 0: "
-            "leave checkpoint.resume unset, in a new trainer.output_dir (and checkpoint.uri)."
-        )
+    if resume != "latest":
+        if (resume, saved_yaml) not in _branched:  # asked again for each candidate and on every process
+            _branched.add((resume, saved_yaml))
+            logger.warning(
+                "checkpoint.resume=%s was made with a different recipe (%s): this run branches from it with this "
+                "launch's settings. Its steps up to there were trained with the recipe.yaml saved in the checkpoint; "
+                "%s/recipe.yaml records the new one.",
+                resume, "; ".join(changed), output_dir,
+            )  # fmt: skip
+        return None
     fresh = f"trainer.output_dir={output_dir}-2" + (f" checkpoint.uri={uri.rstrip('/')}-2" if uri else "")
     where = uri or output_dir  # with a store, the run resumed is the store's, whatever is on this disk
     return (
@@ -102,6 +107,9 @@ def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
         f"checkpoint.resume=latest would continue it. Rerun with the recipe it was made with, or start a "
         f"new run elsewhere: {fresh}"
     )
+
+
+_branched: set[tuple[str, str]] = set()
 
 
 def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
