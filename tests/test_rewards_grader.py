@@ -191,6 +191,8 @@ def test_grades(text, gold, answer, correct):
         (r"\boxed{\text{(C)}}", "C", r"\text{(C)}"),
         (r"So $x = \boxed{1 \pm \sqrt{19}}$", r"1 \pm \sqrt{19}", r"1 \pm \sqrt{19}"),
         (r"\boxed{18 \pm 1}", "18", None),  # hedged against a plain gold: no answer
+        (r"\boxed{1 \pm \sqrt{2}}", r"\frac{1}{2}", None),  # a hedge the LaTeX gold lacks: no answer
+        ("I don't know.", r"\frac{1}{2}", None),  # no answer against a LaTeX gold either
         ("#### 1,080", "1080", "1080"),
     ],
 )
