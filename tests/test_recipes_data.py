@@ -80,6 +80,38 @@ def test_a_data_file_no_split_names_is_said_once_not_left_out_silently(tmp_path,
     assert "splits train/heldout/test" in said[0] and "notes.txt" not in said[0]
 
 
+def test_many_unread_files_are_named_five_at_most(tmp_path, caplog):
+    from recipes.data import _say_unread_files
+
+    for name in ("train.jsonl", "test.parquet", *(f"extra{i}.jsonl" for i in range(6)), "extra.json"):
+        (tmp_path / name).write_text("{}")
+    with caplog.at_level("WARNING", logger="recipes.data"):
+        _say_unread_files({"source": str(tmp_path), "split": "train"})
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "recipes.data"]
+    assert ": extra.json, extra0.jsonl, extra1.jsonl, extra2.jsonl, extra3.jsonl ... left out" in said
+    assert "(e.g. train.jsonl, or shards train-00000-of-00002.jsonl)" in said
+
+
+@pytest.mark.parametrize("where", ["a later process", "a Hub layout", "a file", "every file a split's"])
+def test_unread_files_are_not_said_where_they_need_not_be(tmp_path, caplog, monkeypatch, where):
+    from recipes.data import _say_unread_files
+
+    for name in ("train.jsonl", "train2.jsonl"):
+        (tmp_path / name).write_text("{}")
+    source = tmp_path
+    if where == "a later process":
+        monkeypatch.setenv("RANK", "1")  # the first process says it
+    elif where == "a Hub layout":  # its README's configs name the files of each split
+        (tmp_path / "README.md").write_text("---\nconfigs:\n- config_name: default\n---\n")
+    elif where == "a file":
+        source = tmp_path / "train2.jsonl"
+    else:
+        (tmp_path / "train2.jsonl").rename(tmp_path / "heldout.jsonl")
+    with caplog.at_level("WARNING", logger="recipes.data"):
+        _say_unread_files({"source": str(source), "split": "train"})
+    assert not [r for r in caplog.records if r.name == "recipes.data"]
+
+
 def test_real_gsm8k_test_split(gsm8k_dir):
     rows = load_split({**SECTION, "source": str(gsm8k_dir)}, split="test")
     assert len(rows) == 1319 and len(set(rows["id"])) == 1319
