@@ -254,3 +254,41 @@ def test_bfloat16_on_a_gpu_without_it_is_refused_with_the_float16_overrides():
     check_card(
         load_recipe("gsm8k_qwen_small"), model_config, card("A100-40GB", (8, 0))
     )  # Ampere has bfloat16
+
+
+def test_a_colocated_share_at_either_end_of_the_range_is_accepted_and_a_card_too_small_says_why():
+    from recipes.planner.on_card import check_vllm_share
+    from recipes.planner.shapes import config_for
+
+    model_config = config_for("Qwen/Qwen2.5-7B-Instruct")
+
+    def recipe(*overrides):
+        return load_recipe("gsm8k_qwen", ["trainer.use_vllm=true", *overrides])
+
+    low, high = plan_memory(recipe().config, model_config=model_config).vllm_share_range(80 * GIB)
+    for share in (low, high):
+        check_vllm_share(recipe(f"trainer.vllm_gpu_memory_utilization={share}"), model_config, 80 * GIB)
+    with pytest.raises(RecipeError) as refused:
+        check_vllm_share(recipe(), model_config, 16 * GIB)
+    assert (
+        "cannot fit this 16 GB GPU: vLLM needs a share of at least 1 for its weights and KV cache, and training "
+        "leaves at most 0. Use a smaller trainer.per_device_train_batch_size" in str(refused.value)
+    )
+    # A vLLM server runs on its own GPUs: the training GPU's share is not its.
+    check_vllm_share(
+        recipe("trainer.vllm_mode=server", "trainer.vllm_gpu_memory_utilization=0.99"), model_config, 80 * GIB
+    )
+
+
+def test_a_plan_the_planner_cannot_model_starts_without_a_word_from_the_card_check(caplog):
+    from recipes.planner.on_card import check_card
+    from recipes.planner.shapes import config_for
+
+    with caplog.at_level("WARNING", logger="recipes.planner.on_card"):
+        fp16 = ["model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true"]
+        check_card(
+            load_recipe("gsm8k_llama", ["trainer.optim=adafactor", *fp16]),
+            config_for("meta-llama/Llama-3.1-8B-Instruct"),
+            card("T4", (7, 5)),
+        )  # --plan says what it cannot model; the run goes on
+    assert caplog.text == ""
