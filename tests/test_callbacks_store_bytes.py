@@ -4,16 +4,22 @@ the next machine resumes that step instead of falling back to an older one."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
+import re
 import shutil
 
+import pytest
 from _callbacks_helpers import Faults, commit, make_checkpoint, prepare, s3_bucket
 
 from callbacks.download import download_checkpoint
+from callbacks.errors import CheckpointError
 from callbacks.local import write_marker
 from callbacks.manifest import seal_checkpoint
 from callbacks.remote import QUARANTINE, scan_remote
 from callbacks.s3_store import S3Store
+from callbacks.stores import FolderStore
 
 KEY = "checkpoint-4/optimizer.pt"
 
@@ -165,3 +171,129 @@ def test_parts_of_another_size_than_this_clients_are_not_taken_for_damage(monkey
     assert "optimizer.pt" in uploader.mismatches(
         "checkpoint-4", {"optimizer.pt": entry}, {"optimizer.pt": local}
     )
+
+
+class _Heads:
+    """A stand-in S3 client answering HEAD with the ChecksumSHA256 each key holds (None: no checksum)."""
+
+    def __init__(self, checksums: dict[str, str | None]):
+        self.checksums, self.calls = checksums, []
+
+    def head_object(self, **kwargs):
+        self.calls.append(kwargs)
+        checksum = self.checksums[kwargs["Key"]]
+        return {"ContentLength": 1} | ({"ChecksumSHA256": checksum} if checksum else {})
+
+
+def _sha(data: bytes) -> str:
+    return base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def _multipart_sha(data: bytes, part: int) -> str:
+    parts = [hashlib.sha256(data[i : i + part]).digest() for i in range(0, len(data), part)]
+    return _sha(b"".join(parts))
+
+
+def _store_heads(checksums, tmp_path, files):
+    """An S3Store over a stand-in client, its multipart threshold and part size 8 bytes; files: rel -> bytes,
+    written as local copies. Returns (store, manifest entries, copies)."""
+    from boto3.s3.transfer import TransferConfig
+
+    store = S3Store("bucket", "run")
+    store.client = _Heads({f"run/checkpoint-4/{rel}": c for rel, c in checksums.items()})
+    store.transfer = TransferConfig(multipart_threshold=8, multipart_chunksize=8)
+    copies = {rel: tmp_path / rel for rel in files}
+    for rel, data in files.items():
+        copies[rel].write_bytes(data)
+    entries = {
+        rel: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in files.items()
+    }
+    return store, entries, copies
+
+
+def test_s3_checksums_single_and_multipart_are_compared_with_the_manifest(tmp_path):
+    files = {"small.bin": b"1234567", "eight.bin": b"12345678", "parts.bin": b"0123456789abcdefXYZ"}
+    good = {
+        "small.bin": _sha(files["small.bin"]),  # under the threshold: one PUT, the file's own SHA-256
+        "eight.bin": _multipart_sha(files["eight.bin"], 8) + "-1",  # at the threshold: one part
+        "parts.bin": _multipart_sha(files["parts.bin"], 8) + "-3",  # real S3 ends it with -<parts>
+    }
+    store, entries, copies = _store_heads(good, tmp_path, files)
+
+    assert store.mismatches("checkpoint-4", entries, copies) == {}
+    assert {c["Key"] for c in store.client.calls} == {f"run/checkpoint-4/{rel}" for rel in files}
+    assert all(c["Bucket"] == "bucket" and c["ChecksumMode"] == "ENABLED" for c in store.client.calls)
+
+    other = b"X" + files["small.bin"][1:]
+    bad = good | {"small.bin": _sha(other), "parts.bin": _multipart_sha(b"X" * 19, 8) + "-3"}
+    store, entries, copies = _store_heads(bad, tmp_path, files)
+    why = "has a SHA-256 in the store other than the manifest's (replaced or corrupt)"
+    assert store.mismatches("checkpoint-4", entries, copies) == {"small.bin": why, "parts.bin": why}
+
+
+def test_an_s3_multipart_checksum_without_a_local_copy_is_not_judged(tmp_path):
+    files = {"small.bin": b"1234567", "parts.bin": b"0123456789abcdefXYZ"}
+    checksums = {"small.bin": _sha(files["small.bin"]), "parts.bin": "c29tZXRoaW5nIGVsc2U=-3"}
+    store, entries, copies = _store_heads(checksums, tmp_path, files)
+
+    assert store.mismatches("checkpoint-4", entries, {"small.bin": copies["small.bin"]}) == {}
+    copies["parts.bin"].unlink()  # named, but gone
+    assert store.mismatches("checkpoint-4", entries, copies) == {}
+
+
+def test_an_s3_file_without_a_checksum_counts_only_beside_files_with_one(tmp_path):
+    files = {"a.bin": b"1234567", "b.bin": b"7654321"}
+    store, entries, copies = _store_heads({"a.bin": _sha(files["a.bin"]), "b.bin": None}, tmp_path, files)
+    assert store.mismatches("checkpoint-4", entries, copies) == {
+        "b.bin": "has no SHA-256 in the store, unlike the checkpoint's other files (replaced since its upload)"
+    }
+    store, entries, copies = _store_heads(dict.fromkeys(files), tmp_path, files)  # a store refusing them
+    assert store.mismatches("checkpoint-4", entries, copies) == {}
+
+
+def test_a_folder_store_reads_its_files_back(tmp_path):
+    store = FolderStore(tmp_path / "store")
+    files = {"a.bin": b"1234567", "sub/b.bin": b"7654321", "gone.bin": b"x"}
+    for rel, data in files.items():
+        (store.root / "checkpoint-4" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (store.root / "checkpoint-4" / rel).write_bytes(data)
+    entries = {
+        rel: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for rel, data in files.items()
+    }
+    assert store.mismatches("checkpoint-4", entries, {}) == {}
+
+    (store.root / "checkpoint-4" / "sub/b.bin").write_bytes(b"7654320")
+    (store.root / "checkpoint-4" / "gone.bin").unlink()
+    why = "does not match its SHA-256 in the manifest (altered or corrupt)"
+    assert store.mismatches("checkpoint-4", entries, {}) == {"sub/b.bin": why, "gone.bin": why}
+
+
+def test_a_damaged_store_copy_uploaded_in_parts_is_found_with_the_local_copys_parts(
+    monkeypatch, tmp_path, caplog
+):
+    """The checksum S3 keeps for a multipart upload is recomputed from the verified local copy's parts."""
+    monkeypatch.setattr("callbacks.s3_store._PART_BYTES", 5 << 20)  # S3's smallest part
+    s3 = s3_bucket(monkeypatch)
+    uri, endpoint, store = s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+    source, local = resumed_locally(store, uri, tmp_path, caplog, size=6 << 20)  # optimizer: in parts
+    store.client.put_object(
+        Bucket=store.bucket, Key=f"{store.prefix}/{KEY}", Body=flipped(store), ChecksumAlgorithm="SHA256"
+    )
+    assert_moved_aside_and_committed_again(store, uri, endpoint, source, local, tmp_path, caplog)
+
+
+def test_a_store_whose_bytes_cannot_be_checked_is_named_with_the_failure(monkeypatch, tmp_path, caplog):
+    uri = str(tmp_path / "drive" / "run")
+    store = FolderStore(uri)
+    resumed_locally(store, uri, tmp_path, caplog)
+
+    def unreadable(self, name, entries, copies):
+        raise PermissionError("the drive was unmounted")
+
+    monkeypatch.setattr(FolderStore, "mismatches", unreadable)
+    with pytest.raises(
+        CheckpointError,
+        match=rf"Cannot check checkpoint-4 in {re.escape(uri)}: PermissionError: the drive was unmounted",
+    ):
+        prepare(tmp_path / "out", uri, None)
+    assert f"Checking the bytes of {uri}/checkpoint-4 against its manifest" in caplog.text
