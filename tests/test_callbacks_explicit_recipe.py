@@ -108,3 +108,19 @@ def test_an_explicit_run_skips_a_checkpoint_whose_recipe_is_damaged_and_vets_the
     plan = prepare(tmp_path / "out", None, resume=f"file://{store.root}", vet_recipe=vet_for("r: 1\n"))
     assert plan.resume_from == str(tmp_path / "out" / "checkpoint-2")
     plan.release()
+
+
+def test_a_local_runs_best_pointer_is_vetted_and_resumed_in_place(tmp_path):
+    """A plain path to a run folder's best pointer names its checkpoint in that folder, used without a copy."""
+    run = FolderStore(tmp_path / "run")
+    publish_rated(run, tmp_path, 2, 0.9)
+    publish_rated(run, tmp_path, 4, 0.5)
+    update_best_pointer(run)  # checkpoint-2, the better rated
+    out = tmp_path / "out"
+
+    with pytest.raises(CheckpointError, match=r"made with 'r: 1\\n', not 'r: 2\\n'"):
+        prepare(out, None, resume=str(run.root / "best"), vet_recipe=vet_for("r: 2\n"))
+    plan = prepare(out, None, resume=str(run.root / "best"), vet_recipe=vet_for("r: 1\n"))
+    assert plan.resume_from == str(run.root / "checkpoint-2")
+    assert not (out / "checkpoint-2").exists()
+    plan.release()
