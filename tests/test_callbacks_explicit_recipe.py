@@ -11,6 +11,8 @@ from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.local import write_marker
 from callbacks.manifest import file_entries, seal_checkpoint
+from callbacks.recipe_check import RecipeVet, saved_recipe_file
+from callbacks.remote import scan_remote
 from callbacks.stores import FolderStore
 
 
@@ -124,3 +126,60 @@ def test_a_local_runs_best_pointer_is_vetted_and_resumed_in_place(tmp_path):
     assert plan.resume_from == str(run.root / "checkpoint-2")
     assert not (out / "checkpoint-2").exists()
     plan.release()
+
+
+def test_saved_recipe_file_prefers_the_checkpoints_own_copy_then_its_run_folders(tmp_path):
+    run = tmp_path / "run"
+    checkpoint = make_checkpoint(run, 2)
+    assert saved_recipe_file(checkpoint) is None  # neither: nothing to compare
+    (run / "recipe.yaml").write_text("r: 1\n")
+    assert saved_recipe_file(checkpoint) == run / "recipe.yaml"  # the run folder: by default the one above
+    assert saved_recipe_file(checkpoint, tmp_path / "elsewhere") is None
+    (checkpoint / "recipe.yaml").write_text("r: 2\n")
+    assert saved_recipe_file(checkpoint) == checkpoint / "recipe.yaml"
+
+
+def test_recipe_vet_refuses_only_a_known_recipe_its_rule_refuses():
+    RecipeVet(None).check("r: 1\n")  # no rule: every checkpoint passes
+    vet = RecipeVet(vet_for("r: 2\n"))
+    vet.check(None)  # no recipe.yaml: unknown, nothing to compare
+    vet.check("r: 2\n")
+    with pytest.raises(CheckpointError, match=r"^made with 'r: 1\\n', not 'r: 2\\n'$"):
+        vet.check("r: 1\n")
+
+
+def test_a_store_checkpoint_without_a_recipe_is_vetted_by_the_run_folder_standing_for_it(tmp_path, caplog):
+    """A checkpoint our sync did not write has no recipe.yaml in its manifest: the fallback run folder's recipe
+    (or its local copy's own) is vetted; without a fallback it passes unchecked, said in the log."""
+    store = FolderStore(tmp_path / "drive")
+    commit(store, tmp_path, 4)
+    [c] = scan_remote(store)
+    del c.manifest["files"]["recipe.yaml"]
+    vet, run = RecipeVet(vet_for("r: 2\n")), tmp_path / "out"
+
+    with caplog.at_level("INFO", logger="callbacks.recipe_check"):
+        assert vet.remote(store, c) is True
+    assert f"{store.root}/checkpoint-4 holds no recipe.yaml: its recipe is not checked" in caplog.text
+    run.mkdir()
+    assert vet.remote(store, c, fallback=run) is True  # nothing there either
+    (run / "recipe.yaml").write_text("r: 1\n")
+    with pytest.raises(CheckpointError, match=r"made with 'r: 1\\n'"):
+        vet.remote(store, c, fallback=run)
+    (run / "checkpoint-4").mkdir()
+    (run / "checkpoint-4" / "recipe.yaml").write_text("r: 2\n")  # the local copy's own comes first
+    assert vet.remote(store, c, fallback=run) is True and not c.problems
+
+
+def test_a_store_checkpoints_recipe_is_read_alone_and_checked_against_its_manifest(tmp_path):
+    store = FolderStore(tmp_path / "drive")
+    commit(store, tmp_path, 4)  # made with "r: 1\n"
+    [c] = scan_remote(store)
+    assert RecipeVet(vet_for("r: 1\n")).remote(store, c) is True and not c.problems
+    with pytest.raises(CheckpointError, match=r"made with 'r: 1\\n'"):
+        RecipeVet(vet_for("r: 2\n")).remote(store, c)
+
+    store.write_bytes("checkpoint-4/recipe.yaml", b"r: 2\n")  # the same size, other bytes
+    assert RecipeVet(vet_for("r: 2\n")).remote(store, c) is False
+    assert c.problems == ["recipe.yaml does not match its SHA-256 in the manifest (altered or corrupt)"]
+    store.delete(["checkpoint-4/recipe.yaml"])
+    assert RecipeVet(None).remote(store, scan_remote(store)[0]) is False  # gone: nothing matches its SHA-256
