@@ -89,8 +89,14 @@ def launched(monkeypatch):
 
         monkeypatch.setattr(psutil, "Process", lambda: type("Me", (), {"parent": lambda self: parent})())
         parent = None if cmdline is None else _Launcher(cmdline)
-        monkeypatch.setattr(ctypes, "CDLL", lambda name, use_errno: Libc())
-        monkeypatch.setattr(ctypes, "get_errno", lambda: 1)
+        errno = []  # ctypes keeps a failed call's errno only for a library loaded with use_errno=True
+
+        def cdll(name, use_errno=False):
+            errno[:] = [1 if use_errno else 0]
+            return Libc()
+
+        monkeypatch.setattr(ctypes, "CDLL", cdll)
+        monkeypatch.setattr(ctypes, "get_errno", lambda: errno[0])
         monkeypatch.setattr(os, "getppid", lambda: ppid)
         monkeypatch.setattr(os, "kill", lambda pid, sig: kills.append((pid, sig)))
         monkeypatch.setattr(launcher.sys, "platform", platform)
