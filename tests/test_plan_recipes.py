@@ -268,6 +268,9 @@ def test_a_colocated_share_at_either_end_of_the_range_is_accepted_and_a_card_too
     low, high = plan_memory(recipe().config, model_config=model_config).vllm_share_range(80 * GIB)
     for share in (low, high):
         check_vllm_share(recipe(f"trainer.vllm_gpu_memory_utilization={share}"), model_config, 80 * GIB)
+    card = 146 * GIB // 4  # 36.5 GiB: the one share that fits is both the smallest and the largest
+    assert plan_memory(recipe().config, model_config=model_config).vllm_share_range(card) == (0.44, 0.44)
+    check_vllm_share(recipe("trainer.vllm_gpu_memory_utilization=0.44"), model_config, card)
     with pytest.raises(RecipeError) as refused:
         check_vllm_share(recipe(), model_config, 16 * GIB)
     assert (
