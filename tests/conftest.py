@@ -135,3 +135,15 @@ def target(request, monkeypatch, tmp_path):
         return str(tmp_path / "drive" / "run"), None, FolderStore(tmp_path / "drive" / "run")
     s3 = s3_bucket(monkeypatch)
     return s3.uri("run"), s3.endpoint, S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+
+
+@pytest.fixture
+def busy(monkeypatch):
+    """A test's grader process busy (``busy_grader``'s state), its remembered answers forgotten before and after."""
+    from _rewards_helpers import busy_grader, forget_grader_answers
+
+    from rewards import _symbolic
+
+    forget_grader_answers(monkeypatch)
+    yield busy_grader(monkeypatch)
+    _symbolic._answer.cache_clear()

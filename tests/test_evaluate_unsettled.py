@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from _rewards_helpers import busy_grader, forget_grader_answers
+from _rewards_helpers import forget_grader_answers
 
 from recipes.evaluation import generation
 from recipes.evaluation.generation import Completion
@@ -18,13 +18,8 @@ from tests._evaluate_helpers import lines, run
 
 MATRIX, OTHER = r"\begin{pmatrix} 2 \\ 9 \end{pmatrix}", r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}"
 ANSWER = Completion(rf"So $A = \boxed{{{MATRIX}}}$.", 12)
-
-
-@pytest.fixture
-def busy(monkeypatch):
-    forget_grader_answers(monkeypatch)
-    yield busy_grader(monkeypatch)
-    _symbolic._answer.cache_clear()
+# A record left unsettled by an earlier run, whose completion settles at once now.
+UNSETTLED = {"id": "q", "sample": 0, "correct": False, "unsettled": True, "gold": "7", "completion": "#### 7"}
 
 
 def _record(gold: str) -> dict:
@@ -115,15 +110,7 @@ def test_a_second_run_on_the_same_out_file_is_refused_while_the_first_holds_it(t
     from recipes.evaluation.out_lock import hold
 
     out = tmp_path / "base.jsonl"
-    record = {
-        "id": "q",
-        "sample": 0,
-        "correct": False,
-        "unsettled": True,
-        "gold": "7",
-        "completion": "#### 7",
-    }
-    out.write_text(json.dumps(record) + "\n")
+    out.write_text(json.dumps(UNSETTLED) + "\n")
     before = out.read_text()
     with hold(out):  # the first run, still going
         code, _, err = run(capsys, "gsm8k_tiny", "--out", out)
@@ -137,15 +124,7 @@ def test_a_re_grade_that_drops_a_half_written_last_line_says_so(tmp_path, caplog
     from recipes.evaluation.records import read_records, regrade_unsettled
 
     out = tmp_path / "base.jsonl"
-    record = {
-        "id": "q",
-        "sample": 0,
-        "correct": False,
-        "unsettled": True,
-        "gold": "7",
-        "completion": "#### 7",
-    }
-    out.write_text(json.dumps(record) + '\n{"id": "q", "sam')
+    out.write_text(json.dumps(UNSETTLED) + '\n{"id": "q", "sam')
     records, repair = read_records(out)
     with caplog.at_level("WARNING", logger="recipes.evaluate"):
         assert regrade_unsettled(out, records, repair, None) is None

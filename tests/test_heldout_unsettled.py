@@ -7,22 +7,11 @@ from __future__ import annotations
 import contextlib
 from types import SimpleNamespace
 
-import pytest
-from _rewards_helpers import busy_grader, forget_grader_answers
-
 from recipes.evaluation import live
 from recipes.evaluation.generation import Completion, Decoding
-from rewards import _symbolic
 
 MATRIX = r"\begin{pmatrix} 2 \\ 9 \end{pmatrix}"
 ANSWER = Completion(rf"So $A = \boxed{{{MATRIX}}}$.", 12)
-
-
-@pytest.fixture
-def busy(monkeypatch):
-    forget_grader_answers(monkeypatch)
-    yield busy_grader(monkeypatch)
-    _symbolic._answer.cache_clear()
 
 
 class _Generator:
