@@ -115,9 +115,7 @@ _branched: set[tuple[str, str]] = set()
 def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
     """The step a resumed run already finished at (None: it has training left, or nothing is resumed)."""
     if not resume_from or recipe.config["checkpoint"]["resume"] != "latest":
-        return (
-            None  # an explicit checkpoint is the user's choice to train on past a stop (its recipe is vetted)
-        )
+        return None  # an explicit checkpoint is the user's choice to train on past a stop
     checkpoint = Path(resume_from)
     step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
     return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None
