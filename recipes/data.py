@@ -15,7 +15,7 @@ from datasets import Dataset
 from recipes.launcher import first_process
 from recipes.tasks import get_task
 from recipes.tasks.gsm8k import gold_number
-from recipes.tasks.heldout import HELDOUT, task_rows
+from recipes.tasks.heldout import HELDOUT, TEST, task_rows
 from recipes.tasks.sources import SUFFIXES, DataError, hub_layout, read_raw, resolve_source, split_word
 
 __all__ = ["DataError", "gold_number", "load_split", "read_raw", "resolve_source"]
@@ -89,7 +89,7 @@ def _say_unread_files(data: dict) -> None:
     if data["source"] in _warned or not folder.is_dir() or hub_layout(folder) or not first_process():
         return
     _warned.add(data["source"])
-    splits = (data["split"], HELDOUT, "test")
+    splits = (data["split"], HELDOUT, TEST)
     unread = [
         str(f.relative_to(folder))
         for f in sorted(folder.rglob("*"))
