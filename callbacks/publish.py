@@ -21,7 +21,8 @@ from callbacks.best import update_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.machines import Part, wait_for_parts
 from callbacks.manifest import build_manifest, checkpoint_step, training_state_problems
-from callbacks.remote import apply_retention, commit_checkpoint
+from callbacks.remote import commit_checkpoint
+from callbacks.retention import apply_retention
 from callbacks.stores import Store
 
 logger = logging.getLogger(__name__)

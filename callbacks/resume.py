@@ -30,13 +30,8 @@ from callbacks.local import (
 from callbacks.manifest import MANIFEST_NAME, checkpoint_step, read_local_manifest
 from callbacks.publish import RunInfo, publish_local
 from callbacks.recipe_check import RecipeVet
-from callbacks.remote import (
-    QUARANTINE,
-    RemoteCheckpoint,
-    delete_checkpoint,
-    quarantine_checkpoint,
-    scan_readable,
-)
+from callbacks.remote import QUARANTINE, RemoteCheckpoint, quarantine_checkpoint, scan_readable
+from callbacks.retention import delete_checkpoint
 from callbacks.stores import Store
 
 logger = logging.getLogger(__name__)

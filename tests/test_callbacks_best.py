@@ -15,8 +15,9 @@ from callbacks.checkpoint_sync import SealCallback, fetch_checkpoint
 from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, build_manifest, manifest_bytes
 from callbacks.publish import RunInfo
-from callbacks.remote import commit_checkpoint, delete_checkpoint, scan_remote
+from callbacks.remote import commit_checkpoint, scan_remote
 from callbacks.resume import write_marker
+from callbacks.retention import delete_checkpoint
 from callbacks.stores import FolderStore
 
 RUN = RunInfo("tiny", "r: 1\n", "r1")

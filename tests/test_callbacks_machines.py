@@ -106,7 +106,7 @@ def test_a_separate_machine_keeps_its_newest_checkpoint_folders(tmp_path):
 def test_a_part_whose_commit_never_came_is_deleted_as_ours_not_moved_aside(tmp_path, caplog):
     """Another machine's files in a checkpoint the main process never committed were called a user's by the
     retention that cleared the folder, and moved to quarantine/ at every such save (optimizer shards under ZeRO)."""
-    from callbacks.remote import apply_retention
+    from callbacks.retention import apply_retention
 
     store = FolderStore(tmp_path / "store")
     _, other, part = split_checkpoint(tmp_path)

@@ -14,7 +14,8 @@ from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpoint
 from callbacks.download import download_checkpoint
 from callbacks.manifest import MANIFEST_NAME
 from callbacks.publish import RunInfo
-from callbacks.remote import UPLOAD_MARKER, apply_retention, scan_remote
+from callbacks.remote import UPLOAD_MARKER, scan_remote
+from callbacks.retention import apply_retention
 from callbacks.s3_store import S3Store
 from callbacks.stores import FolderStore
 
