@@ -183,3 +183,22 @@ def test_a_store_checkpoints_recipe_is_read_alone_and_checked_against_its_manife
     assert c.problems == ["recipe.yaml does not match its SHA-256 in the manifest (altered or corrupt)"]
     store.delete(["checkpoint-4/recipe.yaml"])
     assert RecipeVet(None).remote(store, scan_remote(store)[0]) is False  # gone: nothing matches its SHA-256
+
+
+def test_an_older_checkpoint_reached_after_a_failed_download_is_vetted_before_its_own(tmp_path):
+    """Only the newest candidate is vetted before the launch; an older one the download falls back to (the newer
+    one's bytes are corrupt) is vetted then, so another recipe's checkpoint is never resumed that way."""
+    from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+
+    store = FolderStore(tmp_path / "drive" / "run")
+    older = make_checkpoint(tmp_path / "src", 2)
+    publish_staged(
+        store, stage_checkpoint(older, tmp_path / "staging", "r: 0\n"), 2, RunInfo("tiny", "", "r1")
+    )
+    commit(store, tmp_path, 4)  # made with "r: 1\n", the recipe the vet accepts
+    size = len(store.read_bytes("checkpoint-4/adapter_model.safetensors"))
+    store.write_bytes("checkpoint-4/adapter_model.safetensors", b"\0" * size)  # bit rot, the same size
+
+    with pytest.raises(CheckpointError, match=r"made with 'r: 0\\n', not 'r: 1\\n'"):
+        prepare(tmp_path / "out", None, resume=f"file://{store.root}", vet_recipe=vet_for("r: 1\n"))
+    assert not (tmp_path / "out" / "checkpoint-2").exists()
