@@ -7,6 +7,7 @@ from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from stats._io import save_figure_atomic
 from stats.analysis import PRIMARY_TEST, Comparison
@@ -65,6 +66,7 @@ def _difference_panel(ax, c: Comparison) -> None:
         fontsize=10,
     )
     ax.set_xlabel("question (sorted by difference)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # questions are counted: no tick at question 1.5
     ax.set_ylabel("tuned - baseline accuracy (points)")
     ax.set_ylim(-105, 105)
     ax.legend(loc="upper left", fontsize=8)

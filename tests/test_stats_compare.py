@@ -198,6 +198,15 @@ def test_plot_is_written_and_shows_each_question(capsys, tmp_path, reference_fil
     assert [t.get_text() for t in left.get_xticklabels()] == ["baseline\n73/100", "tuned\n92/100"]
 
 
+def test_the_difference_panel_ticks_whole_questions(tmp_path):
+    """Three questions drew ticks at 0.0, 0.5, ... 2.0: half a question."""
+    base = load_records(write_records(tmp_path / "b.jsonl", {"q1": [False], "q2": [True], "q3": [False]}))
+    tuned = load_records(write_records(tmp_path / "t.jsonl", {"q1": [True], "q2": [True], "q3": [True]}))
+    right = draw_comparison(compare_models(base, tuned, pair_questions(base, tuned))).axes[1]
+    ticks = [t for t in right.get_xticks() if right.get_xlim()[0] <= t <= right.get_xlim()[1]]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
 def test_stats_imports_neither_torch_nor_transformers_and_comes_from_this_repo():
     code = "import stats, stats.compare, stats.curves, stats.plots, stats.swaps; print(stats.__file__)"
     proc = subprocess.run(
