@@ -253,9 +253,7 @@ def load_recipe(
             "write a list, e.g. ['trainer.max_steps=8'] (papermill: -y overrides '[trainer.max_steps=8]')."
         )
     path = find_recipe(name_or_path)
-    layers = read_layers(path) + [
-        (f"command-line override {redact(o)!r}", parse_override(o)) for o in overrides
-    ]
+    layers = read_layers(path) + [(f"override {redact(o)!r}", parse_override(o)) for o in overrides]
     layers += [(f"value {redact(f'{k}={v!r}')}", nested_value(k, v)) for k, v in (values or {}).items()]
     config: dict[str, Any] = {section: schema.defaults(section) for section in schema.SECTIONS}
     config.update({"rewards": [], "callbacks": [], "trainer": {}})

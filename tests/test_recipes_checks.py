@@ -52,7 +52,7 @@ def test_a_tracker_transformers_does_not_know_is_refused_before_the_weights_load
     recipe = load_recipe("gsm8k_tiny", ["trainer.report_to=tensorbord"])
     config = SimpleNamespace(max_position_embeddings=2048)
     with pytest.raises(
-        RecipeError, match="'tensorbord' in command-line .* not a tracker .* Did you mean tensorboard"
+        RecipeError, match="'tensorbord' in override .* not a tracker .* Did you mean tensorboard"
     ):
         checks.check_environment(recipe, config, cuda_available=False)
     checks.check_environment(
@@ -135,12 +135,12 @@ def test_a_tracker_without_its_package_names_the_extra_to_install(monkeypatch):
     lines = str(raised.value).splitlines()
     assert lines == [
         (
-            "trainer.report_to=wandb in command-line override 'trainer.report_to=[wandb, trackio]' needs the wandb "
+            "trainer.report_to=wandb in override 'trainer.report_to=[wandb, trackio]' needs the wandb "
             'package, which is not installed: pip install -e ".[wandb]" (in the grpo-recipes folder), or set '
             "trainer.report_to=none."
         ),
         (
-            "trainer.report_to=trackio in command-line override 'trainer.report_to=[wandb, trackio]' needs the trackio "
+            "trainer.report_to=trackio in override 'trainer.report_to=[wandb, trackio]' needs the trackio "
             'package, which is not installed: pip install -e ".[trackio]" (in the grpo-recipes folder), or set '
             "trainer.report_to=none."
         ),

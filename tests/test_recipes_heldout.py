@@ -193,13 +193,11 @@ def test_the_heldout_split_is_read_from_the_training_split_unless_the_task_serve
 
 def test_heldout_evaluation_on_the_training_split_is_refused_at_load():
     """Its accuracy would be on trained questions, which the log and the card call never trained on."""
-    with pytest.raises(
-        RecipeError, match=r"heldout.split=train in command-line override .* is the training split"
-    ):
+    with pytest.raises(RecipeError, match=r"heldout.split=train in override .* is the training split"):
         load_recipe("gsm8k_tiny", ["heldout.split=train"])
     assert load_recipe("gsm8k_tiny", ["heldout.split=train", "heldout.enabled=false"])  # nothing evaluated
     with pytest.raises(
         RecipeError,
-        match=r"heldout.split=test in command-line override .* is the split evaluate.py compares models on",
+        match=r"heldout.split=test in override .* is the split evaluate.py compares models on",
     ):
         load_recipe("gsm8k_tiny", ["heldout.split=test"])

@@ -13,7 +13,7 @@ from conftest import REPO, accelerate_launcher
 
 from recipes.recipe import load_recipe
 
-BAD_KEY = "error: Unknown key lora.rank in command-line override 'lora.rank=8'. Did you mean lora.r?"
+BAD_KEY = "error: Unknown key lora.rank in override 'lora.rank=8'. Did you mean lora.r?"
 
 
 def launch(command: list[str], tmp_path, override: str = "lora.rank=8") -> subprocess.CompletedProcess:

@@ -78,7 +78,7 @@ def test_published_settings_are_what_the_recipes_say():
         (
             ["trainer.learnin_rate=1e-5"],
             (
-                "Unknown key trainer.learnin_rate in command-line override "
+                "Unknown key trainer.learnin_rate in override "
                 "'trainer.learnin_rate=1e-5'. Did you mean trainer.learning_rate?"
             ),
         ),
@@ -89,13 +89,13 @@ def test_published_settings_are_what_the_recipes_say():
         (
             ["compiled_generation=true"],
             (
-                "Unknown section compiled_generation in command-line override "
+                "Unknown section compiled_generation in override "
                 "'compiled_generation=true'. Did you mean model.compiled_generation?"
             ),
         ),
         (
             ["modl.dtype=float32"],
-            "Unknown section modl in command-line override 'modl.dtype=float32'. Did you mean model?",
+            "Unknown section modl in override 'modl.dtype=float32'. Did you mean model?",
         ),
         # A list is replaced whole: an override reaching into one says how to give it all.
         (
@@ -107,41 +107,38 @@ def test_published_settings_are_what_the_recipes_say():
             "must be a list of mappings, got {'weight': 2}. rewards is a list, replaced whole",
         ),
         # No close spelling: the sections there are; lm-eval's include: names our base:.
-        (["zzz.a=1"], "Unknown section zzz in command-line override 'zzz.a=1'. Sections: base, model, lora,"),
+        (["zzz.a=1"], "Unknown section zzz in override 'zzz.a=1'. Sections: base, model, lora,"),
         (
             ["include=gsm8k_tiny"],
-            "Unknown section include in command-line override 'include=gsm8k_tiny'. Recipes compose with base:",
+            "Unknown section include in override 'include=gsm8k_tiny'. Recipes compose with base:",
         ),
         (
             ["trainer.learning_rate=fast"],
-            (
-                "trainer.learning_rate in command-line override "
-                "'trainer.learning_rate=fast' must be a number, got 'fast'."
-            ),
+            ("trainer.learning_rate in override 'trainer.learning_rate=fast' must be a number, got 'fast'."),
         ),
-        (["lora.r=1.5"], "lora.r in command-line override 'lora.r=1.5' must be an integer, got 1.5."),
-        (["lora.r=0"], "lora.r in command-line override 'lora.r=0' must be at least 1 (the adapter's rank"),
+        (["lora.r=1.5"], "lora.r in override 'lora.r=1.5' must be an integer, got 1.5."),
+        (["lora.r=0"], "lora.r in override 'lora.r=0' must be at least 1 (the adapter's rank"),
         (
             ["trainer.max_steps=0"],
-            "trainer.max_steps in command-line override 'trainer.max_steps=0' must be at least 1",
+            "trainer.max_steps in override 'trainer.max_steps=0' must be at least 1",
         ),
         (
             ["trainer.num_generations=0"],
-            "trainer.num_generations in command-line override 'trainer.num_generations=0' must be at least 2",
+            "trainer.num_generations in override 'trainer.num_generations=0' must be at least 2",
         ),
         (["trainer.num_generations=1"], "must be at least 2: GRPO compares completions of one prompt"),
         (
             ["trainer.ddp_timeout=0"],
-            "trainer.ddp_timeout in command-line override 'trainer.ddp_timeout=0' must be at least 1",
+            "trainer.ddp_timeout in override 'trainer.ddp_timeout=0' must be at least 1",
         ),
         (
             ["trainer.learning_rate=-1e-3"],
-            "trainer.learning_rate in command-line override 'trainer.learning_rate=-1e-3' must be a finite number above 0, e.g. 1e-5, got -0.001.",
+            "trainer.learning_rate in override 'trainer.learning_rate=-1e-3' must be a finite number above 0, e.g. 1e-5, got -0.001.",
         ),
         (["trainer.learning_rate=.nan"], "must be a finite number above 0, e.g. 1e-5, got nan."),
         (
             ["trainer.temperature=0"],
-            "trainer.temperature in command-line override 'trainer.temperature=0' must be a finite number above 0",
+            "trainer.temperature in override 'trainer.temperature=0' must be a finite number above 0",
         ),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
         (["model.quantization=4BIT"], "must be one of none, 4bit, 8bit, got '4BIT'. Did you mean 4bit?"),
@@ -149,7 +146,7 @@ def test_published_settings_are_what_the_recipes_say():
         (
             ["lora.merged_generation=1"],
             (
-                "lora.merged_generation in command-line override 'lora.merged_generation=1' "
+                "lora.merged_generation in override 'lora.merged_generation=1' "
                 "must be one of auto, true, false, got 1."
             ),
         ),
@@ -158,7 +155,7 @@ def test_published_settings_are_what_the_recipes_say():
         (
             ["trainer.gradient_checkpointing=false"],
             (
-                "trainer.gradient_checkpointing in command-line override 'trainer.gradient_checkpointing=false' "
+                "trainer.gradient_checkpointing in override 'trainer.gradient_checkpointing=false' "
                 "is the old name of trainer.activation_checkpointing: write activation_checkpointing instead."
             ),
         ),
@@ -168,7 +165,7 @@ def test_published_settings_are_what_the_recipes_say():
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
         (
             ["lora.rank=8"],
-            "Unknown key lora.rank in command-line override 'lora.rank=8'. Did you mean lora.r?",
+            "Unknown key lora.rank in override 'lora.rank=8'. Did you mean lora.r?",
         ),
         (
             ["model.dtype=fp32"],
@@ -178,7 +175,7 @@ def test_published_settings_are_what_the_recipes_say():
         (
             ["model.name_or_path=builtin:tiny-lama"],
             (
-                "unknown built-in model 'builtin:tiny-lama' (in command-line override "
+                "unknown built-in model 'builtin:tiny-lama' (in override "
                 "'model.name_or_path=builtin:tiny-lama'). Did you mean builtin:tiny-llama?"
             ),
         ),
@@ -193,15 +190,14 @@ def test_published_settings_are_what_the_recipes_say():
         (
             ["trainer.save_steps=3"],
             (
-                "trainer.save_steps=3 in command-line override 'trainer.save_steps=3' is set by the "
+                "trainer.save_steps=3 in override 'trainer.save_steps=3' is set by the "
                 "runner from the recipe (checkpoint.every_steps, which gives 4); set that instead."
             ),
         ),
         (
             ["trainer.steps_per_generation=2", "checkpoint.every_steps=3"],
             (
-                "checkpoint.every_steps (3) in command-line "
-                "override 'checkpoint.every_steps=3' cuts a GRPO generation cycle in half"
+                "checkpoint.every_steps (3) in override 'checkpoint.every_steps=3' cuts a GRPO generation cycle in half"
             ),
         ),
     ],
@@ -296,7 +292,7 @@ def test_checkpoint_section_is_validated_at_load_by_its_one_rule_set():
     with pytest.raises(
         RecipeError,
         match=r"keep_last limits remote checkpoints and needs checkpoint.uri.*"
-        r"\(set in command-line override 'checkpoint.keep_last=2'\)",
+        r"\(set in override 'checkpoint.keep_last=2'\)",
     ):
         load_recipe("gsm8k_tiny", ["checkpoint.keep_last=2"])
     printed = run_cli("gsm8k_tiny", "checkpoint.run_id=my run", "--print")
