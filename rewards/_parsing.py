@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterator
 from decimal import Decimal
 
+from rewards._typography import grouped_number, imaginary_unit, vulgar_fractions
+
 # Final answers sit at the end of a completion; the tail bounds the work on a runaway 1 MB output.
 TAIL_CHARS = 10_000
 # An answer snippet (a boxed body, the rest of a "#### " line, ...) longer than this is prose, not an answer.
@@ -155,13 +157,24 @@ def _is_working(number: str, aside: str) -> bool:
     return not hedge and bool(_WORD.search(aside))
 
 
-def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
+def _number(text: str, typeset: bool) -> str | None:
+    """``text`` as a canonical number when it is one number alone ("1,080", or "1 080" when ``typeset``)."""
+    if NUMBER.fullmatch(text):
+        return canonical_number(text)
+    grouped = grouped_number(text) if typeset else None
+    return canonical_number(grouped) if grouped else None
+
+
+def answer_from_snippet(snippet: str, *, strict: bool = False, typeset: bool = True) -> str | None:
     """The answer in a short snippet: a canonical number, a symbolic string for math-verify, or None.
 
     Args:
         snippet: Text that should hold an answer (a boxed body, an ``<answer>`` body, a "####" line).
         strict: Only accept a snippet that is an answer as a whole (a number with unit words, or a
             symbolic expression); otherwise also take the first number of a sentence.
+        typeset: Read typeset numbers (``rewards._typography``): vulgar fractions ("3¼"), and a whole answer
+            in digit groups split by spaces ("1 000") as one number. lm-eval's grades do not: its regexes read
+            "1" and "000", and "3" of "3¼", and these grades stay comparable with its figures.
 
     >>> [answer_from_snippet(s) for s in ["$1{,}080.00", "18 dollars.", r"\\dfrac12", "x = -3", "none"]]
     ['1080', '18', '\\\\dfrac12', '-3', None]
@@ -170,12 +183,13 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     >>> [answer_from_snippet(s) for s in ["17 or 18", "17-19", r"18 \\pm 1", "1.8e1"]]
     ['hedged', 'hedged', 'hedged', '18']
     """
-    text = clean(snippet[:MAX_SNIPPET_CHARS])
+    text = imaginary_unit(clean(snippet[:MAX_SNIPPET_CHARS]))  # "6 - 5 i" is no 6 - 5 in unit i
+    text = vulgar_fractions(text) if typeset else text
     text = next((body for _, body in boxed_spans(text)), text)
     first = _SENTENCE_END.split(text, maxsplit=1)[0]
     bare = _DROP.sub("", first).strip().strip("*_:$").strip()
-    if not strict and first != text and NUMBER.fullmatch(bare):  # a "####" line is read whole
-        return canonical_number(bare)
+    if not strict and first != text and (number := _number(bare, typeset)):  # a "####" line is read whole
+        return number
     for _ in range(3):  # \text{\textbf{18}}: unwrap a few levels, bounded
         text = _TEXT_COMMAND.sub(r" \1 ", text)
     text = _DROP.sub("", text).strip().strip("*_:").strip()
@@ -193,8 +207,8 @@ def answer_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     expression = _SINGLE_LETTER_TAIL.search(text.strip().rstrip("."))
     if hedged or (_RANGE.fullmatch(head) and not expression):
         return HEDGED
-    if NUMBER.fullmatch(head):
-        return canonical_number(head)
+    if number := _number(head, typeset):
+        return number
     if _SYMBOLIC.search(head) and not _WORD.search(_LATEX_COMMAND.sub("", head)):
         return " ".join(head.split())
     if strict:
@@ -236,7 +250,7 @@ def latex_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
     >>> latex_from_snippet("so the final value is $x^2 + 1$, as claimed"), latex_from_snippet("Step 2: add", strict=True)
     ('x^2 + 1', None)
     """
-    text = clean(snippet[:MAX_SNIPPET_CHARS])
+    text = vulgar_fractions(clean(snippet[:MAX_SNIPPET_CHARS]))
     text = next((body for _, body in boxed_spans(text)), text)
     if _prose_words(text) >= 2:
         segments = [next(filter(None, m.groups())) for m in _MATH_SEGMENT.finditer(text)]
@@ -248,5 +262,5 @@ def latex_from_snippet(snippet: str, *, strict: bool = False) -> str | None:
             first = NUMBER.search(text)
             return canonical_number(first.group()) if first else None
     text = _LATEX_DROP.sub("", text).strip().strip("*_:").strip().rstrip(".,;").strip()
-    text = _LATEX_UNIT_TAIL.sub("", text).strip()
+    text = imaginary_unit(_LATEX_UNIT_TAIL.sub("", text).strip())
     return text or None

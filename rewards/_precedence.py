@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from itertools import islice
 from typing import NamedTuple
 
@@ -35,6 +36,7 @@ from rewards._parsing import (
     latex_from_snippet,
     tail,
 )
+from rewards._typography import VULGAR_AFTER
 
 DEFAULT_PRECEDENCE = ("boxed", "hash", "answer_tag", "phrase", "last_number")
 # Candidates tried per rule, from the last: bounds the work on texts with thousands of markers.
@@ -99,7 +101,14 @@ def _from_phrase(text: str, read: Reader) -> tuple[int, str] | None:
 
 def _from_last_number(text: str, read: Reader) -> tuple[int, str] | None:
     last = deque(NUMBER.finditer(text), maxlen=1)
-    return (last[0].start(), canonical_number(last[0].group())) if last else None
+    if not last:
+        return None
+    number = last[0]
+    # "She ate 3¼ pies": with a vulgar fraction after it the number is a mixed number, read whole by a reader of
+    # typeset numbers (by lm-eval's reading, 3).
+    fraction = VULGAR_AFTER.match(text, number.end())
+    mixed = fraction and read(text[number.start() : fraction.end()], strict=True)
+    return number.start(), mixed or canonical_number(number.group())
 
 
 _RULES = {
@@ -132,12 +141,13 @@ def check_precedence(precedence: Sequence[str]) -> tuple[str, ...]:
 
 
 def find_answer(
-    text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE, *, latex: bool = False
+    text: str, precedence: Sequence[str] = DEFAULT_PRECEDENCE, *, latex: bool = False, typeset: bool = True
 ) -> Found | None:
     r"""Locate the final answer of ``text``: its normalised value, where it starts, which rule found it.
 
     ``latex=True`` reads the answer as LaTeX for math-verify (for a gold answer such as ``[-2, 7]``)
-    instead of normalising it to a number.
+    instead of normalising it to a number. ``typeset=False`` reads "1 000" as two numbers and "3¼" as 3, as
+    lm-eval does (``answer_from_snippet``).
 
     >>> find_answer("So 9 * 2 = 18.\n#### 18")
     Found(answer='18', start=15, rule='hash')
@@ -145,7 +155,7 @@ def find_answer(
     '[-2, 7]'
     """
     rules = precedence if precedence is DEFAULT_PRECEDENCE else check_precedence(precedence)
-    read = latex_from_snippet if latex else answer_from_snippet
+    read = latex_from_snippet if latex else partial(answer_from_snippet, typeset=typeset)
     offset, body = tail(text)
     body = clean(body)
     for rule in rules:

@@ -7,7 +7,8 @@ is" / "Answer:" phrase, then the last number; every function takes ``precedence`
 A hedged final answer ("17 or 18", "17-19", ``18 \pm 1``) is no answer: it scores on none of its values.
 Numbers are normalised before comparison: thousands separators (``1,080``, ``1{,}080``, ``1\,080``),
 ``$``/``\$``, ``%``, unit words ("18 dollars", ``5\text{ cm}^2``), degree signs (``28^\circ``), a trailing
-period, unicode minus signs, trailing zeros (``18.0 == 18``), scientific notation (``1.8e1 == 18``). Plain
+period, unicode minus signs, trailing zeros (``18.0 == 18``), scientific notation (``1.8e1 == 18``), typeset
+numbers (``rewards._typography``: a whole answer in space-split groups ``1 000``, vulgar fractions ``3¼``). Plain
 numbers compare exactly as canonical decimal strings; anything symbolic (``\frac{1}{2}``, ``\dfrac12``,
 ``3/4``) goes through math-verify, bounded in time on any thread.
 
@@ -55,6 +56,7 @@ __all__ = [
     "grade",
     "is_correct",
     "lenient_correct",
+    "lm_eval_grades",
     "read_gold",
     "strict_correct",
     "strict_precedence",
@@ -103,9 +105,9 @@ class Gold(NamedTuple):
 _A_NUMBER = Gold("0", latex=False)  # what extract_answer reads against without a gold: GSM8K's kind
 
 
-def _final_answer(text: str, gold: Gold, precedence: Sequence[str]) -> Found | None:
+def _final_answer(text: str, gold: Gold, precedence: Sequence[str], typeset: bool = True) -> Found | None:
     """The completion's final answer as graded against ``gold``; None for none, or for a hedge the gold lacks."""
-    found = find_answer(text, precedence, latex=gold.latex)
+    found = find_answer(text, precedence, latex=gold.latex, typeset=typeset)
     return None if found is None or (gold.latex and hedges(found.answer) - hedges(gold.answer)) else found
 
 
@@ -206,8 +208,11 @@ def grade(
     >>> grade(r"$x = \boxed{1 \pm \sqrt{19}}$", r"1 \pm \sqrt{19}").correct, grade(r"\boxed{18 \pm 1}", "18").found
     (True, None)
     """
-    gold = read_gold(gold)
-    found = _final_answer(text, gold, precedence)
+    return _grade(text, read_gold(gold), precedence, patient, typeset=True)
+
+
+def _grade(text: str, gold: Gold, precedence: Sequence[str], patient: bool, typeset: bool) -> Graded:
+    found = _final_answer(text, gold, precedence, typeset)
     if found is None:
         return Graded(None, False)
     verdict = _match(found.answer, gold.answer, gold.latex, patient)
@@ -255,15 +260,34 @@ _STYLE_RULES = {"tags": ("answer_tag",), "hash": ("hash",), "boxed": ("boxed",)}
 LENIENT_PRECEDENCE = ("boxed", "last_number")
 
 
+def lm_eval_grades(
+    text: str, gold: str | float | Gold, style: str | None = None, *, patient: bool = False
+) -> tuple[Graded, Graded]:
+    r"""lm-eval's GSM8K grades, ``(strict, lenient)``: see ``strict_correct`` and ``lenient_correct``.
+
+    Normalised as ``grade`` normalises, but numbers are read as lm-eval's regexes read them, so that these stay
+    comparable with published figures: "#### 1 000" is 1 (strict) or 000 (flexible), "3¼" is 3.
+
+    >>> [g.correct for g in lm_eval_grades("#### 1 000", "1000", "hash")], grade("#### 1 000", "1000").correct
+    ([False, False], True)
+    """
+    gold = read_gold(gold)
+    strict, lenient = (
+        _grade(text, gold, rules, patient, typeset=False)
+        for rules in (strict_precedence(style), LENIENT_PRECEDENCE)
+    )
+    return strict, lenient
+
+
 def strict_correct(text: str, gold: str | float, style: str | None = None, *, patient: bool = False) -> bool:
     r"""Correct in the format the prompt asks for: the answer read only from the style's marker.
 
-    Like lm-eval's GSM8K "strict-match". ``style=None`` accepts either shipped marker; ``patient``: see ``grade``.
+    Like lm-eval's GSM8K "strict-match" (see ``lm_eval_grades``). ``style=None`` accepts either shipped marker.
 
     >>> strict_correct("#### 7", "7", "hash"), strict_correct(r"\boxed{7}", "7", "hash")
     (True, False)
     """
-    return is_correct(text, gold, precedence=strict_precedence(style), patient=patient)
+    return _grade(text, read_gold(gold), strict_precedence(style), patient, typeset=False).correct
 
 
 def strict_precedence(style: str | None = None) -> tuple[str, ...]:
@@ -274,9 +298,9 @@ def strict_precedence(style: str | None = None) -> tuple[str, ...]:
 def lenient_correct(text: str, gold: str | float, *, patient: bool = False) -> bool:
     r"""Correct by the last boxed answer, else the last number anywhere (lm-eval's "flexible-extract").
 
-    ``patient``: see ``grade``.
+    Numbers read as lm-eval reads them (see ``lm_eval_grades``); ``patient``: see ``grade``.
 
     >>> lenient_correct("So she pays 7 dollars.", "7"), lenient_correct("7 apples, then 9 pears", "7")
     (True, False)
     """
-    return is_correct(text, gold, precedence=LENIENT_PRECEDENCE, patient=patient)
+    return _grade(text, read_gold(gold), LENIENT_PRECEDENCE, patient, typeset=False).correct

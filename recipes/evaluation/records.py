@@ -210,11 +210,9 @@ def make_record(
 def _grades(text: str, gold, style: str | None, patient: bool = True):
     """The grade and lm-eval's strict and lenient ones. Patient: evaluation can wait where a reward cannot, so its
     comparisons get longer bounds, and a busy moment does not leave them unsettled."""
-    from rewards.answers import LENIENT_PRECEDENCE, grade, strict_precedence
+    from rewards.answers import grade, lm_eval_grades
 
-    graded = grade(text, gold, patient=patient)
-    strict = grade(text, gold, strict_precedence(style), patient=patient)
-    return graded, strict, grade(text, gold, LENIENT_PRECEDENCE, patient=patient)
+    return grade(text, gold, patient=patient), *lm_eval_grades(text, gold, style, patient=patient)
 
 
 def regrade_unsettled(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
