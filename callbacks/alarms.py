@@ -8,9 +8,10 @@ later evaluation would bury it. ``steps`` are real training step numbers. The ru
 
 - ``reward_hacking`` (``heldout/accuracy``): the latest evaluation against the best earlier one (highest
   accuracy, the earliest on ties), paired by question: the per-question accuracy differences over the
-  questions both evaluated go to ``stats.paired.sign_flip``. It flags when the mean difference is negative,
-  p < ``alpha`` and the training reward rose between the two steps (the evaluations' ``reward``, or when
-  either is null the mean ``reward`` of the ``window`` logs up to each step). Why: a paired test across
+  questions both evaluated (each over its graded samples: a sample the grader never settled is left out, as
+  from the accuracy, so a grader timeout cannot fake a fall) go to ``stats.paired.sign_flip``. It flags when the
+  mean difference is negative, p < ``alpha`` and the training reward rose between the two steps (the
+  evaluations' ``reward``, or when either is null the mean ``reward`` of the ``window`` logs up to each step). Why: a paired test across
   questions separates a real fall from the noise of k samples on N questions, where one noisy drop on a few
   questions is common; the best earlier evaluation is the level the run fell from; a fall with a falling
   reward is a failing run, not a hacked reward. The reference is selected as a maximum, which makes drops
@@ -48,8 +49,9 @@ from common.ranking import best_by_accuracy
 from stats.paired import sign_flip
 from stats.trainer_state import metric_series
 
-# Columns of history["evaluations"][i]["per_question"][id] = [correct, samples, unparseable].
-_CORRECT, _SAMPLES, _UNPARSEABLE = 0, 1, 2
+# Columns of history["evaluations"][i]["per_question"][id] = [correct, samples, unparseable, unsettled]; histories
+# written before unsettled samples were counted have the first three.
+_CORRECT, _SAMPLES, _UNPARSEABLE, _UNSETTLED = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,16 @@ class Alarm:
         return {"kind": self.kind, "metric": self.metric, "steps": list(self.steps), "message": self.message}
 
 
+def _over(row: list[int], column: int) -> int:
+    """The samples a question's share is over: the correct share over the graded ones (an unsettled sample is no
+    wrong answer), the unparseable share over all (an unsettled sample has an answer)."""
+    return row[_SAMPLES] - (row[_UNSETTLED] if column == _CORRECT and len(row) > _UNSETTLED else 0)
+
+
 def _shares(evaluation: dict, ids: list[str], column: int) -> list[Fraction]:
-    """Exact per-question share (correct or unparseable over samples) for the given question ids."""
+    """Exact per-question share (correct over graded samples, or unparseable over samples) for the given ids."""
     table = evaluation["per_question"]
-    return [Fraction(table[qid][column], table[qid][_SAMPLES]) for qid in ids]
+    return [Fraction(table[qid][column], _over(table[qid], column)) for qid in ids]
 
 
 def _paired_change(
@@ -116,7 +124,7 @@ def _paired_change(
     ids = sorted(
         qid
         for qid, row in latest["per_question"].items()
-        if row[_SAMPLES] > 0 and earlier["per_question"].get(qid, (0, 0, 0))[_SAMPLES] > 0
+        if _over(row, column) > 0 and _over(earlier["per_question"].get(qid, (0, 0, 0)), column) > 0
     )
     if not ids:
         return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from fractions import Fraction
 from pathlib import Path
 
 from transformers import Trainer, TrainerCallback
@@ -36,23 +37,32 @@ logger = logging.getLogger(__name__)
 
 def summarize(records: list[dict], step: int, reward: float | None) -> dict:
     """One history entry: accuracy, its 95% Wilson interval over questions, unparseable share, unsettled samples,
-    per-question counts."""
+    per-question counts ``[correct, samples, unparseable, unsettled]``.
+
+    A sample whose grade the grader never settled (``"unsettled": true``: it ran out of time, a busy machine) is
+    left out of the accuracy and its interval, which are over the graded samples, rather than counted wrong: a
+    grader timeout must not cost a checkpoint the ``best`` pointer or the early stop's best, nor fake a fall for
+    the alarm (which tests the same per-question shares). ``unsettled`` says how many were left out.
+    """
     per_question: dict[str, list[int]] = {}
     for r in records:
-        counts = per_question.setdefault(r["id"], [0, 0, 0])
+        counts = per_question.setdefault(r["id"], [0, 0, 0, 0])
         counts[0] += bool(r["correct"])
         counts[1] += 1
         counts[2] += r["pred"] is None
-    interval = accuracy_interval([(c, n) for c, n, _ in per_question.values()])  # stats.compare's, in [0, 1]
+        counts[3] += bool(r.get("unsettled"))
+    graded = [(c, n - u) for c, n, _, u in per_question.values() if n > u]
+    interval = accuracy_interval(graded)  # stats.compare's, in [0, 1]
     return {
         "step": step,
-        "accuracy": sum(bool(r["correct"]) for r in records) / len(records),
+        # The mean of per-question accuracies, as stats.compare's; with every sample graded, correct / samples.
+        "accuracy": float(sum(Fraction(c, n) for c, n in graded) / len(graded)) if graded else 0.0,
         "low": interval[0] if interval else None,
         "high": interval[1] if interval else None,
         "questions": len(per_question),
         "samples": len(records) // len(per_question),
         "unparseable": sum(r["pred"] is None for r in records) / len(records),
-        # Samples whose grade the grader never settled (records.py): counted wrong, so the accuracy may be low.
+        # Samples whose grade the grader never settled (records.py): left out of the accuracy.
         "unsettled": sum(bool(r.get("unsettled")) for r in records),
         "mean_tokens": sum(r["n_tokens"] for r in records) / len(records),
         "reward": reward,
@@ -165,8 +175,8 @@ class HeldoutCallback(TrainerCallback):
             write_text_atomically(self.output_dir / entry["records"], text)
             if entry["unsettled"]:
                 logger.warning(
-                    "held-out step %d: the grader ran out of time on %d of %d samples (a busy machine?); they count as "
-                    "wrong, so this step's accuracy may be too low.",
+                    "held-out step %d: the grader ran out of time on %d of %d samples (a busy machine?); they are left "
+                    "out of this step's accuracy, the best checkpoint's choice and the alarms' tests.",
                     step, entry["unsettled"], len(records),
                 )  # fmt: skip
         return entry
@@ -204,9 +214,11 @@ class HeldoutCallback(TrainerCallback):
         interval = f" [{entry['low']:.1%}, {entry['high']:.1%}]" if entry["low"] is not None else ""
         if not main:  # every process evaluated and logged the metrics; one says it
             return
+        # Histories written before it was recorded have no unsettled count.
+        unsettled = f", {entry['unsettled']} unsettled (left out)" if entry.get("unsettled") else ""
         logger.info(
-            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples, %.1f s), no answer %.1f%%; %s",
-            entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"],
+            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples%s, %.1f s), no answer %.1f%%; %s",
+            entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"], unsettled,
             entry["seconds"], 100 * entry["unparseable"],
             best_text(self.history["evaluations"]) if entry["step"] else "the model before training",
         )  # fmt: skip

@@ -30,7 +30,7 @@ def test_summary_counts_each_question_and_gives_a_question_clustered_interval():
     entry = summarize(records, 40, reward=2.5)
     assert entry["accuracy"] == pytest.approx(3 / 6) and entry["unparseable"] == pytest.approx(2 / 6)
     assert (entry["questions"], entry["samples"], entry["mean_tokens"]) == (3, 2, 10.5)
-    assert entry["per_question"] == {"a": [2, 2, 0], "b": [1, 2, 1], "c": [0, 2, 1]}
+    assert entry["per_question"] == {"a": [2, 2, 0, 0], "b": [1, 2, 1, 0], "c": [0, 2, 1, 0]}
     # Per-question accuracies 1, 1/2, 0: variance of the mean (1/4) / 3, so the 6 samples are worth 3 independent
     # ones (p(1-p) / that); Wilson's interval at 1.5 of 3, as stats.compare gives it.
     low, high = proportion_confint(1.5, 3, method="wilson")
