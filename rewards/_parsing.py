@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from decimal import Decimal
 
-from rewards._typography import grouped_number, imaginary_unit, vulgar_fractions
+from rewards._typography import GROUPED, grouped_number, imaginary_unit, vulgar_fractions
 
 # Final answers sit at the end of a completion; the tail bounds the work on a runaway 1 MB output.
 TAIL_CHARS = 10_000
@@ -55,7 +55,7 @@ _ARITHMETIC = re.compile(r"[0-9.\s+*/()-]+")
 _SENTENCE_END = re.compile(r"(?<=[0-9A-Za-z)\]}$*_])\.\s+(?=[A-Z])")
 HEDGED = "hedged"  # what a snippet holding a hedged answer yields: found, and never equal to a gold answer
 _CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
-_PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(" + _NUMBER_CORE + r")\s*\.?\s*")
+_PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(?:" + _NUMBER_CORE + "|" + GROUPED + r")\s*\.?\s*")
 
 # "#### 18" (GSM8K's final line); the group is the rest of the line.
 HASH_LINE = re.compile(r"####[ \t#]*([^\n]*)")
@@ -113,7 +113,8 @@ def is_canonical_number(answer: str) -> bool:
 
 
 def is_plain_number(snippet: str) -> bool:
-    """Whether a snippet is just a number: optional ``$``, separators, sign and final period, no words."""
+    """Whether a snippet is just a number: optional ``$``, separators (``1,000``, ``1 000``), sign and final period,
+    no words."""
     return _PLAIN_SNIPPET.fullmatch(clean(snippet[:MAX_SNIPPET_CHARS])) is not None
 
 

@@ -29,7 +29,10 @@ _SPACES = " \u00a0\u2007\u2009\u202f"
 _FRACTION = re.compile(rf"(?:(?<![0-9.,])([0-9]{{1,12}})[{_SPACES}]?)?([{_VULGAR}])")
 # A vulgar fraction right after a number: the rest of a mixed number.
 VULGAR_AFTER = re.compile(rf"[{_SPACES}]?[{_VULGAR}]")
-_GROUPED = re.compile(rf"([-+]?[0-9]{{1,3}})([{_SPACES}])([0-9]{{3}}(?:\2[0-9]{{3}})*(?:\.[0-9]+)?)")
+# A number in groups of three split by one kind of space ("1 000 000", "1\u202f000.5"); a named group, so that
+# other patterns can hold it.
+GROUPED = rf"[-+]?[0-9]{{1,3}}(?P<space>[{_SPACES}])[0-9]{{3}}(?:(?P=space)[0-9]{{3}})*(?:\.[0-9]+)?"
+_GROUPED = re.compile(GROUPED)
 # The imaginary unit after a number, a closing brace or parenthesis, set apart by spacing or a product sign.
 _SPACED_UNIT = re.compile(r"(?<=[0-9})])(?:\s|~|\\[,:; !]|\\cdot)+(?=i(?![A-Za-z]|\.[A-Za-z]))")
 _WRAPPED_UNIT = re.compile(r"\\(?:mathrm|mathit|text|textrm|textit|operatorname)\s*\{\s*i\s*\}")
@@ -56,7 +59,7 @@ def grouped_number(answer: str) -> str | None:
     ['1000', '-3000000.5', None, None, None, None]
     """
     match = _GROUPED.fullmatch(answer)
-    return match.group(1) + match.group(3).replace(match.group(2), "") if match else None
+    return answer.replace(match.group("space"), "") if match else None
 
 
 def imaginary_unit(latex: str) -> str:
