@@ -180,7 +180,8 @@ def _match(pred: str, gold: str, latex: bool, patient: bool) -> Verdict:
 
 
 class Graded(NamedTuple):
-    """A completion graded against a gold answer."""
+    """A completion graded against a gold answer: read its fields by name (``grade(...).correct``), which stays valid
+    as fields come, or unpack all three (``found, correct, settled = grade(...)``; before ``settled``, two)."""
 
     found: Found | None  # the final answer located (None: no answer, or a hedged one)
     correct: bool
