@@ -7,15 +7,13 @@ in ``history["alarms"]`` is not raised again: the first flag marks the onset, an
 later evaluation would bury it. ``steps`` are real training step numbers. The rules, and why:
 
 - ``reward_hacking`` (``heldout/accuracy``): the latest evaluation against the best earlier one (highest
-  accuracy, the earliest on ties), paired by question: the per-question accuracy differences over the
-  questions both evaluated (each over its graded samples: a sample the grader never settled is left out, as
-  from the accuracy, so a grader timeout cannot fake a fall) go to ``stats.paired.sign_flip``. It flags when the
-  mean difference is negative, p < ``alpha`` and the training reward rose between the two steps (the
-  evaluations' ``reward``, or when either is null the mean ``reward`` of the ``window`` logs up to each step). Why: a paired test across
-  questions separates a real fall from the noise of k samples on N questions, where one noisy drop on a few
-  questions is common; the best earlier evaluation is the level the run fell from; a fall with a falling
-  reward is a failing run, not a hacked reward. The reference is selected as a maximum, which makes drops
-  look larger than they are, so ``alpha`` defaults to a strict 0.01.
+  accuracy, the earliest on ties), paired by question: the per-question accuracy differences (over graded
+  samples: one the grader never settled is left out, so a grader timeout cannot fake a fall) go to
+  ``stats.paired.sign_flip``. It flags when the mean difference is negative, p < ``alpha`` and the training
+  reward rose between the two steps (the evaluations' ``reward``, or the mean ``reward`` of the ``window``
+  logs up to each step). Why: a paired test separates a real fall from the noise of k samples on N questions;
+  the best earlier evaluation is the level the run fell from; a fall with a falling reward is a failing run,
+  not a hacked reward. The reference is a maximum, which makes drops look larger, hence a strict ``alpha`` 0.01.
 - ``unparseable_rising`` (``heldout/unparseable``): the latest evaluation against the earlier one with the
   lowest unparseable share (the earliest on ties), the same paired sign-flip test on per-question shares of
   samples with no final answer; flags when the share rose and p < ``alpha``. Why: a policy that stops
@@ -42,16 +40,11 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 
 from callbacks.heldout_history import resumed_at
+from callbacks.heldout_pairs import CORRECT, UNPARSEABLE, paired_change
 from common.ranking import best_by_accuracy
-from stats.paired import sign_flip
 from stats.trainer_state import metric_series
-
-# Columns of history["evaluations"][i]["per_question"][id] = [correct, samples, unparseable, unsettled]; histories
-# written before unsettled samples were counted have the first three.
-_CORRECT, _SAMPLES, _UNPARSEABLE, _UNSETTLED = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -97,44 +90,6 @@ class Alarm:
         return {"kind": self.kind, "metric": self.metric, "steps": list(self.steps), "message": self.message}
 
 
-def _over(row: list[int], column: int) -> int:
-    """The samples a question's share is over: the correct share over the graded ones (an unsettled sample is no
-    wrong answer), the unparseable share over all (an unsettled sample has an answer)."""
-    return row[_SAMPLES] - (row[_UNSETTLED] if column == _CORRECT and len(row) > _UNSETTLED else 0)
-
-
-def _shares(evaluation: dict, ids: list[str], column: int) -> list[Fraction]:
-    """Exact per-question share (correct over graded samples, or unparseable over samples) for the given ids."""
-    table = evaluation["per_question"]
-    return [Fraction(table[qid][column], _over(table[qid], column)) for qid in ids]
-
-
-def _paired_change(
-    earlier: dict, latest: dict, column: int, *, references: int
-) -> tuple[float, float, int] | None:
-    """Sign-flip test of latest - earlier per-question shares over the questions both evaluated.
-
-    ``earlier`` was picked as the most extreme of ``references`` evaluations, which makes a change against it
-    look larger than it is; the p-value is Bonferroni-corrected for that choice (times ``references``).
-
-    Returns:
-        ``(mean difference, corrected p-value, questions)``, or None when no question is shared or no
-        difference is nonzero (the test is undefined and nothing changed).
-    """
-    ids = sorted(
-        qid
-        for qid, row in latest["per_question"].items()
-        if _over(row, column) > 0 and _over(earlier["per_question"].get(qid, (0, 0, 0)), column) > 0
-    )
-    if not ids:
-        return None
-    diffs = [new - old for new, old in zip(_shares(latest, ids, column), _shares(earlier, ids, column))]
-    result = sign_flip(diffs)
-    if result.p_value is None:
-        return None
-    return result.statistic, min(1.0, result.p_value * references), len(ids)
-
-
 def _recent_mean(series: dict[int, float], step: int, window: int) -> float | None:
     """Mean of the last ``window`` logged values at or before ``step``; before the first logged value (step 0, the
     model before training), the first ``window`` values: the nearest the log has. None when none is logged."""
@@ -157,7 +112,7 @@ def _against_reference(evaluations: list[dict], pick, column: int):
     """(reference, latest, paired change, test note): the latest evaluation against the one ``pick`` chose."""
     *earlier, latest = evaluations
     reference = pick(earlier)
-    change = _paired_change(reference, latest, column, references=len(earlier))
+    change = paired_change(reference, latest, column, references=len(earlier))
     note = change and (
         f"(step {reference['step']} -> step {latest['step']}, paired sign-flip p = {change[1]:.2g} over "
         f"{change[2]} questions, Bonferroni over {len(earlier)} earlier evaluations)"
@@ -167,7 +122,7 @@ def _against_reference(evaluations: list[dict], pick, column: int):
 
 def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
     best, latest, change, note = _against_reference(
-        evaluations, lambda earlier: best_by_accuracy(earlier, lambda e: (e["accuracy"], e["step"])), _CORRECT
+        evaluations, lambda earlier: best_by_accuracy(earlier, lambda e: (e["accuracy"], e["step"])), CORRECT
     )
     if change is None or change[0] >= 0 or change[1] >= settings.alpha:
         return None
@@ -186,7 +141,7 @@ def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: 
 def _unparseable_rising(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
     # min keeps the first of equals: the earliest
     lowest, latest, change, note = _against_reference(
-        evaluations, lambda earlier: min(earlier, key=lambda e: e["unparseable"]), _UNPARSEABLE
+        evaluations, lambda earlier: min(earlier, key=lambda e: e["unparseable"]), UNPARSEABLE
     )
     if change is None or change[0] <= 0 or change[1] >= settings.alpha:
         return None
