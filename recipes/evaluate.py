@@ -59,7 +59,7 @@ from recipes.evaluation.records import (
     make_record,
     read_records,
     record_settings,
-    regrade_unsettled,
+    regrade,
     repair_end,
     summary,
 )
@@ -181,7 +181,7 @@ def evaluate(
                 "--questions and --samples, or use a new --out file."
             )
         style = format_style(recipe.config["rewards"])
-        repair = regrade_unsettled(out, existing, repair, style)
+        repair = regrade(out, existing, repair, style)
         pending = [batch for batch in batches if any((ids[q], k) not in done for q, k in batch)]
         finished = sum((ids[q], k) in done for q, k in units)
         logger.info(

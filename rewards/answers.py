@@ -42,6 +42,7 @@ from rewards._precedence import DEFAULT_PRECEDENCE, Found, find_answer
 from rewards._symbolic import Verdict, judge
 
 __all__ = [
+    "GRADER_VERSION",
     "TAIL_CHARS",
     "Gold",
     "Graded",
@@ -57,6 +58,11 @@ __all__ = [
     "strict_correct",
     "strict_precedence",
 ]
+
+# Bump when a completion's grade can change (correct, the lm-eval grades, format_ok, pred). Evaluation records carry
+# it: stats.compare refuses two files graded by different versions, and re-running an evaluation grades a file
+# written by an older one again. 1: files written before records carried it. 2: typeset numbers (1 000, 3¼, 6 - 5 i).
+GRADER_VERSION = 2
 
 
 def extract_answer(

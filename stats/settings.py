@@ -1,10 +1,12 @@
-"""The two evaluations' generation settings: a comparison of two models must not also compare two decodings, or
-two prompts.
+"""The two evaluations' generation settings: a comparison of two models must not also compare two decodings, two
+prompts or two graders.
 
 ``recipes/evaluate.py`` writes ``temperature``, ``top_p``, ``max_new_tokens`` and ``prompt_sha`` (a short sha256
 of ``data.system_prompt``) into every record. Greedy decoding, a longer token budget or another system prompt
 alone moves accuracy by points, so a difference in them would be read as the training's effect. Files that do not
 record a setting (records from other tools, or written before ``prompt_sha`` was recorded) are not checked on it.
+Records also carry ``grader_version``: two files graded by different versions are refused (re-running the older
+file's evaluate.py command grades it again), and a file without one gets a warning.
 """
 
 from __future__ import annotations
@@ -62,3 +64,35 @@ def check_same_decoding(
 
 def _values(values: set) -> str:
     return ", ".join(map(str, sorted(values)))
+
+
+GRADER_KEY = "grader_version"
+
+
+def check_same_grader(baseline: ModelRecords, tuned: ModelRecords) -> list[str]:
+    """Refuse two files graded by different grader versions (``rewards.answers.GRADER_VERSION``): the same
+    completion can be right by one and wrong by the other, which would read as the training's effect. Returns a
+    warning when one file records no version (written before records carried one, or by another tool).
+
+    Raises:
+        InputError: Both files record versions and they differ; the message names the fix.
+    """
+    versions = {model.path: decoding_of(model, GRADER_KEY) for model in (baseline, tuned)}
+    fix = (
+        "Re-run the recipes/evaluate.py command that wrote {old}: it grades the saved completions again with this "
+        "grader, generating nothing."
+    )
+    if all(versions.values()) and versions[baseline.path] != versions[tuned.path]:
+        older = min(versions, key=lambda path: max(versions[path]))
+        raise InputError(
+            f"{baseline.path} and {tuned.path} were graded by different grader versions "
+            f"({_values(versions[baseline.path])} vs {_values(versions[tuned.path])}): the same answer can be "
+            f"right by one and wrong by the other. " + fix.format(old=older)
+        )
+    if any(versions.values()) and not all(versions.values()):
+        unknown = next(path for path, found in versions.items() if not found)
+        return [
+            f"{unknown} records no grader version (written before records carried one, or by another tool), "
+            "so its grades may come from another grader than the other file's. " + fix.format(old=unknown)
+        ]
+    return []

@@ -80,7 +80,7 @@ def test_an_unsettled_strict_or_lenient_grade_is_marked_and_graded_again(monkeyp
     time: correct_strict read false, with nothing in the record to say so, and a re-run never graded it again."""
     from math_verify.errors import TimeoutException
 
-    from recipes.evaluation.records import read_records, regrade_unsettled
+    from recipes.evaluation.records import read_records, regrade
 
     real, busy = _symbolic._verify, {"on": True}
 
@@ -99,7 +99,7 @@ def test_an_unsettled_strict_or_lenient_grade_is_marked_and_graded_again(monkeyp
     out.write_text(json.dumps(record) + "\n")
     busy["on"] = False  # a quieter machine
     records, repair = read_records(out)
-    regrade_unsettled(out, records, repair, "tags")
+    regrade(out, records, repair, "tags")
     [again] = lines(out)
     assert again["correct_strict"] is True and "unsettled_lm_eval" not in again and again["correct"] is False
 
@@ -121,13 +121,13 @@ def test_a_second_run_on_the_same_out_file_is_refused_while_the_first_holds_it(t
 
 def test_a_re_grade_that_drops_a_half_written_last_line_says_so(tmp_path, caplog):
     """The re-grade's rewrite dropped a crash's half line without the warning repair_end gives for it."""
-    from recipes.evaluation.records import read_records, regrade_unsettled
+    from recipes.evaluation.records import read_records, regrade
 
     out = tmp_path / "base.jsonl"
     out.write_text(json.dumps(UNSETTLED) + '\n{"id": "q", "sam')
     records, repair = read_records(out)
     with caplog.at_level("WARNING", logger="recipes.evaluate"):
-        assert regrade_unsettled(out, records, repair, None) is None
+        assert regrade(out, records, repair, None) is None
     assert "dropped an incomplete last line" in caplog.text and len(lines(out)) == 1
 
 
@@ -144,3 +144,34 @@ def test_an_out_file_where_locks_are_not_supported_is_written_unguarded(tmp_path
     with out_lock.hold(tmp_path / "base.jsonl"):
         pass
     assert not list(tmp_path.iterdir())
+
+
+def test_records_an_older_grader_graded_are_graded_again_and_current_ones_left_alone(tmp_path, caplog):
+    """A release that grades "#### 1 000" as 1000 (before: 0) left files graded by the old grader beside new ones:
+    stats.compare refuses the pair, and a re-run of the old file's command grades it again."""
+    from recipes.evaluation.records import read_records, regrade
+    from rewards.answers import GRADER_VERSION
+
+    old = {"id": "q", "sample": 0, "correct": False, "correct_strict": False, "correct_lenient": False}
+    old |= {
+        "format_ok": False,
+        "pred": "0",
+        "gold": "1000",
+        "completion": "So she has 1 000 beads.\n#### 1 000",
+    }
+    out = tmp_path / "base.jsonl"
+    out.write_text(json.dumps(old) + "\n")
+    records, repair = read_records(out)
+    with caplog.at_level("WARNING", logger="recipes.evaluate"):
+        assert regrade(out, records, repair, "hash") is None
+    [again] = lines(out)
+    assert (again["correct"], again["pred"], again["format_ok"]) == (True, "1000", True)
+    assert (again["correct_strict"], again["correct_lenient"]) == (False, False)  # lm-eval reads 1 and 000
+    assert again["grader_version"] == GRADER_VERSION
+    assert (
+        f"graded 1 samples again that grader version 1 graded (this one is {GRADER_VERSION})" in caplog.text
+    )
+
+    text = out.read_text()
+    records, repair = read_records(out)
+    assert regrade(out, records, repair, "hash") is repair and out.read_text() == text  # current: untouched

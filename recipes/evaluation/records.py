@@ -9,8 +9,9 @@ bounds (evaluate.py's; held-out evaluation during training keeps the reward's: l
 process of the run). Its ``correct`` is false for want of a verdict, not because the answer was found
 wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and ``correct_lenient`` are graded the same
 way and read false when unsettled, which ``"unsettled_lm_eval": true`` marks (their answer may differ
-from the grade's). Re-running the same evaluate.py command grades such samples again from their saved completions
-(``regrade_unsettled``), generating nothing.
+from the grade's). ``"grader_version"`` is the grader's (``rewards.answers.GRADER_VERSION``; 1 where a record has
+none). Re-running the same evaluate.py command grades again, from their saved completions and generating nothing,
+the unsettled samples and those an older grader graded (``regrade``).
 """
 
 from __future__ import annotations
@@ -181,20 +182,11 @@ def make_record(
     Held-out evaluation during training passes False: it grades on the training process, which the other
     processes wait for, so it keeps the reward's bounds and marks what runs out unsettled at once.
     """
-    from rewards.answers import format_ok
-
     text = completion.text
-    graded, strict, lenient = _grades(text, row["gold"], style, patient)
     return {
         "id": row["id"],
         "sample": sample,
-        "correct": graded.correct,
-        **({} if graded.settled else {"unsettled": True}),
-        "correct_strict": strict.correct,
-        "correct_lenient": lenient.correct,
-        **({} if strict.settled and lenient.settled else {"unsettled_lm_eval": True}),
-        "format_ok": format_ok(text, style),
-        "pred": graded.found.answer if graded.found else None,
+        **_graded_fields(text, row["gold"], style, patient),
         "gold": row["gold"],
         "n_tokens": completion.n_tokens,
         "question": row["question"],
@@ -207,37 +199,56 @@ def make_record(
     }
 
 
-def _grades(text: str, gold, style: str | None, patient: bool = True):
-    """The grade and lm-eval's strict and lenient ones. Patient: evaluation can wait where a reward cannot, so its
-    comparisons get longer bounds, and a busy moment does not leave them unsettled."""
-    from rewards.answers import grade, lm_eval_grades
+def _graded_fields(text: str, gold, style: str | None, patient: bool) -> dict:
+    """A record's grade fields: the grade and lm-eval's strict and lenient ones (``unsettled`` and
+    ``unsettled_lm_eval`` only when set), format_ok, pred and the grader's version. Patient: evaluation can wait
+    where a reward cannot, so its comparisons get longer bounds, and a busy moment does not leave them unsettled."""
+    from rewards.answers import GRADER_VERSION, format_ok, grade, lm_eval_grades
 
-    return grade(text, gold, patient=patient), *lm_eval_grades(text, gold, style, patient=patient)
+    graded = grade(text, gold, patient=patient)
+    strict, lenient = lm_eval_grades(text, gold, style, patient=patient)
+    return {
+        "correct": graded.correct,
+        **({} if graded.settled else {"unsettled": True}),
+        "correct_strict": strict.correct,
+        "correct_lenient": lenient.correct,
+        **({} if strict.settled and lenient.settled else {"unsettled_lm_eval": True}),
+        "format_ok": format_ok(text, style),
+        "pred": graded.found.answer if graded.found else None,
+        "grader_version": GRADER_VERSION,
+    }
 
 
-def regrade_unsettled(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
-    """Grade again, in place, the records whose grade was left unsettled (from their saved completions), and
-    rewrite ``path`` with them when there are any; returns the repair still to make before appending."""
+def regrade(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
+    """Grade again, in place, the records whose grade was left unsettled or given by an older grader (from their
+    saved completions), and rewrite ``path`` with them when there are any; returns the repair still to make before
+    appending."""
+    from rewards.answers import GRADER_VERSION
+
+    older = [r for r in records if r.get("grader_version", 1) != GRADER_VERSION]
+    versions = sorted({r.get("grader_version", 1) for r in older})  # before the re-grade stamps the new one
     unsettled = [r for r in records if r.get("unsettled") or r.get("unsettled_lm_eval")]
-    for record in unsettled:
-        graded, strict, lenient = _grades(record["completion"], record["gold"], style)
+    stale = {id(r): r for r in older + unsettled}.values()
+    for record in stale:
         record.pop("unsettled", None)
         record.pop("unsettled_lm_eval", None)
-        record.update(correct=graded.correct, correct_strict=strict.correct, correct_lenient=lenient.correct)
-        if not graded.settled:
-            record["unsettled"] = True
-        if not (strict.settled and lenient.settled):
-            record["unsettled_lm_eval"] = True
-    if not unsettled:
+        record.update(_graded_fields(record["completion"], record["gold"], style, patient=True))
+    if not stale:
         return repair
-    still = sum(bool(r.get("unsettled") or r.get("unsettled_lm_eval")) for r in unsettled)
     write_text_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     if repair == "drop":
         _say_dropped(path)
-    logger.info(
-        "%s: graded %d unsettled samples again: %d settled, %d still unsettled.",
-        path, len(unsettled), len(unsettled) - still, still,
-    )  # fmt: skip
+    if older:
+        logger.warning(
+            "%s: graded %d samples again that grader version %s graded (this one is %d); their grades may differ.",
+            path, len(older), "/".join(map(str, versions)), GRADER_VERSION,
+        )  # fmt: skip
+    if unsettled:
+        still = sum(bool(r.get("unsettled") or r.get("unsettled_lm_eval")) for r in unsettled)
+        logger.info(
+            "%s: graded %d unsettled samples again: %d settled, %d still unsettled.",
+            path, len(unsettled), len(unsettled) - still, still,
+        )  # fmt: skip
     return None  # whole records only now: a half-written last line is gone, and its sample is redone
 
 

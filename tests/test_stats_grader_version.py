@@ -1,0 +1,43 @@
+"""Two evaluations graded by different grader versions: refused (the same answer can be right by one, wrong by the
+other, which would read as the training's effect); a file without a version gets a warning."""
+
+from __future__ import annotations
+
+from _stats_helpers import outcomes_from_counts, run_compare, write_records
+
+
+def _files(tmp_path, base_version, tuned_version):
+    def extra(version):
+        return {} if version is None else {"grader_version": version}
+
+    tmp_path.mkdir(exist_ok=True)
+    base = write_records(
+        tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), extra=extra(base_version)
+    )
+    tuned = write_records(
+        tmp_path / "t.jsonl", outcomes_from_counts([2, 2, 1, 3], 3), extra=extra(tuned_version)
+    )
+    return base, tuned
+
+
+def test_files_graded_by_different_grader_versions_are_refused_naming_the_older(capsys, tmp_path):
+    base, tuned = _files(tmp_path, 1, 2)
+    code, out, err = run_compare(capsys, base, tuned)
+    assert code == 2 and out == ""
+    assert f"{base} and {tuned} were graded by different grader versions (1 vs 2)" in err
+    assert f"Re-run the recipes/evaluate.py command that wrote {base}: it grades the saved completions" in err
+    newer_base, older_tuned = _files(tmp_path / "x", 3, 2)
+    assert (
+        f"wrote {older_tuned}:" in run_compare(capsys, newer_base, older_tuned)[2]
+    )  # the older, either side
+
+
+def test_a_file_without_a_grader_version_is_compared_with_a_warning(capsys, caplog, tmp_path):
+    base, tuned = _files(tmp_path, None, 2)
+    code, out, _ = run_compare(capsys, base, tuned)
+    assert code == 0 and "difference" in out
+    assert f"{base} records no grader version" in caplog.text
+    caplog.clear()
+    assert run_compare(capsys, *_files(tmp_path / "same", 2, 2))[0] == 0
+    assert run_compare(capsys, *_files(tmp_path / "none", None, None))[0] == 0
+    assert "grader" not in caplog.text
