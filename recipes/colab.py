@@ -130,8 +130,9 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
     import torch
 
     from recipes.checks import check_environment
+    from recipes.planner.fit import same_batch_overrides
+    from recipes.planner.memory import plan_memory
     from recipes.planner.on_card import FP16_OVERRIDES, bf16_problem
-    from recipes.planner.render import largest_batch, plan_memory
     from recipes.planner.shapes import load_model_config
     from recipes.recipe import RecipeError
 
@@ -167,16 +168,18 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
     has = f"this runtime has {card.name} with {_gb(card.total_memory)}"
     fits = plan.fits(card.total_memory) if purpose == "train" else needed <= card.total_memory
     if not fits:
-        batch = (
-            largest_batch(recipe.config, card.total_memory, model_config=model_config)
+        refit = (
+            same_batch_overrides(recipe.config, card.total_memory, model_config=model_config)
             if purpose == "train"
             else None
         )
         # The notebooks take recipe changes in the parameters cell's `overrides` list (their `values` are not the
-        # user's to edit), so the fix names that list and the string to add to it.
+        # user's to edit), so the fix names that list and the strings to add to it.
+        quoted = ", ".join(f'"{o}"' for o in refit or ())
         smaller = (
-            f'Add "trainer.per_device_train_batch_size={batch}" to overrides in the parameters cell, or c'
-            if batch
+            f"Add {quoted} to overrides in the parameters cell (the same effective batch in more accumulation "
+            "steps), or c"
+            if refit
             else "C"
         )
         raise ColabError(

@@ -155,17 +155,23 @@ def test_gpu_runtime_reports_need_against_card(monkeypatch):
     assert 16 < needed < peak  # the bf16 weights (~15 GB) and generation, less than training
 
 
-def test_too_small_gpu_stops_with_a_batch_that_fits(monkeypatch):
-    config = load_recipe("gsm8k_llama").config
-    card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB, merged=False) / GIB - 1, name="small")
+def test_too_small_gpu_stops_with_overrides_that_fit_and_keep_the_effective_batch(monkeypatch):
+    overrides = ["trainer.activation_checkpointing=false"]  # a training phase a smaller batch shrinks
+    config = load_recipe("gsm8k_llama", overrides).config
+    card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB) / GIB - 1, name="small")
     with pytest.raises(
-        colab.ColabError,
-        match=r'Add "trainer.per_device_train_batch_size=(\d+)" to overrides in the parameters cell',
+        colab.ColabError, match=r"to overrides in the parameters cell \(the same effective batch"
     ) as error:
-        colab.check_runtime(load_recipe("gsm8k_llama"))
-    batch = int(re.search(r"per_device_train_batch_size=(\d+)", str(error.value)).group(1))
-    assert batch < config["trainer"]["per_device_train_batch_size"]
-    assert plan_memory(config, batch=batch).fits(card)
+        colab.check_runtime(load_recipe("gsm8k_llama", overrides))
+    added = re.search(r'Add ((?:"trainer\.\w+=\d+"(?:, )?)+) to overrides', str(error.value)).group(1)
+    refit = load_recipe("gsm8k_llama", [*overrides, *re.findall(r'"([^"]+)"', added)]).config
+    t, new = config["trainer"], refit["trainer"]
+    assert new["per_device_train_batch_size"] < t["per_device_train_batch_size"]
+    assert (
+        new["per_device_train_batch_size"] * new["gradient_accumulation_steps"]
+        == t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
+    )
+    assert plan_memory(refit).fits(card)
     fake_gpu(monkeypatch, 12, name="L4-ish", capability=(8, 9))  # the bf16 weights alone do not fit
     with pytest.raises(
         colab.ColabError, match=r"but this runtime has L4-ish with 12.0 GB. Choose a larger GPU"

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from recipes.planner.memory import GIB
-from recipes.planner.render import CARDS, largest_batch, offloads_optimizer, plan_memory, render_plan
+from recipes.planner.render import CARDS, offloads_optimizer, plan_memory, render_plan
 from recipes.recipe import RecipeError, available, load_recipe
 from recipes.run import main
 
@@ -202,7 +202,8 @@ def card(name: str, capability=(8, 9)):
     )
 
 
-def test_a_plan_beyond_the_card_is_warned_of_with_the_batch_that_fits(caplog):
+def test_a_plan_beyond_the_card_is_warned_of_with_the_overrides_that_fit(caplog):
+    from recipes.planner.fit import same_batch_overrides
     from recipes.planner.on_card import check_card
     from recipes.planner.shapes import config_for
 
@@ -212,25 +213,27 @@ def test_a_plan_beyond_the_card_is_warned_of_with_the_batch_that_fits(caplog):
         assert caplog.text == ""
         check_card(load_recipe("gsm8k_llama"), model_config, card("L4"))
         assert caplog.text == ""
-        big_batch = load_recipe("gsm8k_llama", ["trainer.per_device_train_batch_size=24"])
+        # vLLM generates on another GPU: the training phase is the peak, which a smaller batch shrinks
+        server = ["trainer.use_vllm=true", "trainer.vllm_mode=server"]
+        big_batch = load_recipe("gsm8k_llama", ["trainer.per_device_train_batch_size=12", *server])
         check_card(big_batch, model_config, card("L4"))
-        best = largest_batch(big_batch.config, dict(CARDS)["L4"], model_config=model_config)
+        fix = same_batch_overrides(big_batch.config, dict(CARDS)["L4"], model_config=model_config)
+        assert fix == ["trainer.per_device_train_batch_size=8", "trainer.gradient_accumulation_steps=6"]
+        assert "gsm8k_llama plans a peak of " in caplog.text and "more than this L4's 21.96 GB" in caplog.text
         assert (
-            best
-            and "gsm8k_llama plans a peak of " in caplog.text
-            and "more than this L4's 21.96 GB" in caplog.text
-        )
-        assert (
-            f"expect CUDA out of memory once training starts. trainer.per_device_train_batch_size={best} fits"
-            in (caplog.text)
+            "expect CUDA out of memory once training starts. trainer.per_device_train_batch_size=8 "
+            "trainer.gradient_accumulation_steps=6 fits and keeps the effective batch (48 completions per optimizer "
+            "step per device) and the generation batch (48)" in caplog.text
         )
         caplog.clear()
         fp16 = ["model.dtype=float16", "trainer.bf16=false", "trainer.fp16=true"]
         check_card(load_recipe("gsm8k_llama", fp16), model_config, card("T4", (7, 5)))
         assert (
             "gsm8k_llama plans a peak of 19.53 GB of GPU memory, more than this T4's 14.74 GB: expect CUDA out of "
-            "memory once training starts. No per-device batch fits: use a 4-bit recipe" in caplog.text
+            "memory once training starts. No smaller per-device batch fits with the same effective batch"
+            in caplog.text
         )
+        assert "use a 4-bit recipe (model.quantization=4bit) or a larger GPU" in caplog.text
 
 
 def test_bfloat16_on_a_gpu_without_it_is_refused_with_the_float16_overrides():

@@ -2,8 +2,9 @@
 
 bfloat16 on a GPU without it (a T4, a V100) is refused with the float16 overrides (``bf16_problem``). A colocated vLLM
 share that cannot fit is refused (``check_vllm_share``): vLLM would take it whole and leave training short. A planned
-peak beyond the card is warned of, with the batch that fits (``warn_if_over_card``): the plan is an estimate
-(measured peaks came 1-8% under it, docs/PERFORMANCE.md), so a user who knows better may go on.
+peak beyond the card is warned of, with the overrides that fit it and keep the effective batch
+(``warn_if_over_card``): the plan is an estimate (measured peaks came 1-8% under it, docs/PERFORMANCE.md), so a
+user who knows better may go on.
 """
 
 from __future__ import annotations
@@ -53,9 +54,10 @@ def bf16_problem(recipe: Recipe, card) -> str | None:
 
 
 def warn_if_over_card(recipe: Recipe, model_config, card_bytes: int, card_name: str = "GPU") -> None:
-    """Warn when the recipe's planned peak exceeds the card, naming the largest per-device batch that fits; once per
-    machine (its first process), as the machines of a launch may hold different cards."""
-    from recipes.planner.render import largest_batch
+    """Warn when the recipe's planned peak exceeds the card, naming the overrides that fit it with the same effective
+    batch (``recipes.planner.fit``); once per machine (its first process), as the machines of a launch may hold
+    different cards."""
+    from recipes.planner.fit import batch_advice
 
     if os.environ.get("LOCAL_RANK", "0") != "0":
         return
@@ -65,12 +67,7 @@ def warn_if_over_card(recipe: Recipe, model_config, card_bytes: int, card_name: 
         return
     if plan.fits(card_bytes):
         return
-    batch = largest_batch(recipe.config, card_bytes, model_config=model_config)
-    fix = (
-        f"trainer.per_device_train_batch_size={batch} fits"
-        if batch
-        else "No per-device batch fits: use a 4-bit recipe (model.quantization=4bit) or a larger GPU"
-    )
+    fix = batch_advice(recipe.config, card_bytes, model_config=model_config)
     logger.warning(
         "%s plans a peak of %.2f GB of GPU memory, more than this %s's %.2f GB: expect CUDA out of memory once "
         "training starts. %s (python recipes/run.py %s --plan shows the parts).",

@@ -1,4 +1,5 @@
-"""Print a recipe's expected peak GPU memory, part by part, and the largest per-device batch that fits each card.
+"""Print a recipe's expected peak GPU memory, part by part, the largest per-device batch that fits each card and,
+where it does not fit, the overrides that do with the same effective batch (`recipes/planner/fit.py`).
 
     python recipes/run.py gsm8k_qwen --plan
     python recipes/run.py gsm8k_qwen_small --plan --config_file recipes/accelerate/deepspeed_zero2_offload.yaml
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 
+from recipes.planner.fit import refit_lines
 from recipes.planner.memory import (
     GIB,
     plan_memory,
@@ -241,6 +243,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False, sharding: str | None
         if plan.merge == "auto" and not plan.merges(card) and plan.fits(card):
             note += " (generates unmerged: no room for the merged copies)"
         lines.append(f"{name:<10}{_gb(card):>7}{share:>12}{peak:>9}  {fits:<5}{best or 'none'}{note}")
+    lines += refit_lines(config, CARDS, model_config=model_config, offload_optimizer=offload_optimizer)
     if plan.vllm == "colocate":
         lines += ["", *vllm_share_lines(plan, t["vllm_gpu_memory_utilization"])]
     if offload_optimizer:

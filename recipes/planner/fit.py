@@ -1,0 +1,115 @@
+"""A plan over a card, fitted to it without changing what the run learns: the same effective batch, the same groups.
+
+In TRL 1.16's GRPO, ``per_device_train_batch_size`` (B) counts completions, and an optimizer step averages over
+B x ``gradient_accumulation_steps`` (GA) x processes of them: the effective batch, which with the learning rate sets
+the learning dynamics. Completions come from one ``generate`` call per generation batch, G = B x
+``steps_per_generation`` per device (``steps_per_generation`` defaults to GA; ``generation_batch_size`` sets G
+across all processes instead), which must hold whole groups of ``num_generations``. The planner's parts follow
+those settings: the training phase (activations, backward and log-prob workspaces) grows with B, the generation
+phase (KV cache, prefill workspace) with G, the resident part with neither.
+
+So a plan over a card is fitted by trading B for accumulation steps at a constant B x GA: the training phase
+shrinks, and G stays the same (B x GA when ``steps_per_generation`` is left to its default; pinned to its old value
+when the recipe sets it), and with it the prompts per generation, their groups and the checkpoint cycle. What no
+trade shrinks, the resident part and the generation phase, is left to a 4-bit recipe or a larger card.
+"""
+
+from __future__ import annotations
+
+from recipes.checks import generation_schedule
+from recipes.planner.memory import plan_memory, section
+from recipes.planner.shapes import load_model_config
+
+
+def no_trade(recipe_config: dict) -> str:
+    """What a plan no trade fits is told to do: its resident weights or its generation phase overflow the card."""
+    four_bit = section(recipe_config, "model")["quantization"] == "4bit"
+    return "use a larger GPU" if four_bit else "use a 4-bit recipe (model.quantization=4bit) or a larger GPU"
+
+
+def same_batch_overrides(
+    recipe_config: dict, card_bytes: int, *, model_config=None, offload_optimizer: bool = False
+) -> list[str] | None:
+    """The ``trainer.*`` overrides with the largest per-device batch that fits ``card_bytes`` while keeping the
+    effective batch (B x GA per device) and the generation batch; None when no smaller batch does.
+
+    Each candidate is checked as TRL checks it (the generation batch, derived from the overridden settings as
+    ``GRPOConfig`` derives it, is the old one, so it still holds whole groups) and planned: the overrides returned,
+    applied to the recipe, plan as fitting.
+
+    >>> from recipes.recipe import load_recipe
+    >>> config = load_recipe("gsm8k_qwen").config  # 12 x 4 completions per step, planned at 20.26 GiB
+    >>> same_batch_overrides(config, 20 * 2**30)
+    ['trainer.per_device_train_batch_size=8', 'trainer.gradient_accumulation_steps=6']
+    """
+    t = section(recipe_config, "trainer")
+    batch, accumulation = t["per_device_train_batch_size"], t["gradient_accumulation_steps"]
+    generation = generation_schedule(t, processes=1)[0]  # per device, as the planner plans it
+    effective = batch * accumulation
+    if model_config is None:
+        model_config = load_model_config(section(recipe_config, "model"))
+    for smaller in (b for b in range(batch - 1, 0, -1) if effective % b == 0):
+        changes = {
+            "per_device_train_batch_size": smaller,
+            "gradient_accumulation_steps": effective // smaller,
+        }
+        if t["steps_per_generation"]:  # pinned by the recipe: pin it again at the old generation batch
+            changes["steps_per_generation"] = generation // smaller
+        trainer = {**t, **changes}
+        if (
+            generation_schedule(trainer, processes=1) != (generation, generation // smaller)
+            or generation % smaller
+        ):
+            continue  # TRL would derive another generation batch, or refuse one that B does not divide
+        config = {**recipe_config, "trainer": trainer}
+        if plan_memory(config, model_config=model_config, offload_optimizer=offload_optimizer).fits(
+            card_bytes
+        ):
+            return [f"trainer.{key}={value}" for key, value in changes.items()]
+    return None
+
+
+def batch_advice(
+    recipe_config: dict, card_bytes: int, *, model_config=None, offload_optimizer: bool = False
+) -> str:
+    """What to run instead of a plan over ``card_bytes``: the overrides of :func:`same_batch_overrides`, said with
+    the batches they keep, or why none fits and what does."""
+    t = section(recipe_config, "trainer")
+    effective = t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
+    generation = generation_schedule(t, processes=1)[0]
+    overrides = same_batch_overrides(
+        recipe_config, card_bytes, model_config=model_config, offload_optimizer=offload_optimizer
+    )
+    if overrides:
+        return (
+            f"{' '.join(overrides)} fits and keeps the effective batch ({effective} completions per optimizer step "
+            f"per device) and the generation batch ({generation})"
+        )
+    return (
+        f"No smaller per-device batch fits with the same effective batch ({effective} completions per optimizer "
+        f"step per device): the generation batch of {generation} sequences is generated at once whatever the "
+        f"per-device batch, so {no_trade(recipe_config)}"
+    )
+
+
+def refit_lines(recipe_config: dict, cards, *, model_config, offload_optimizer: bool = False) -> list[str]:
+    """``--plan``'s lines for the cards of ``cards`` (name, bytes) the plan does not fit: what fits each instead."""
+    plan = plan_memory(recipe_config, model_config=model_config, offload_optimizer=offload_optimizer)
+    over = [(name, card) for name, card in cards if not plan.fits(card)]
+    if not over:
+        return []
+    t = section(recipe_config, "trainer")
+    effective = t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
+    title = (
+        f"Cards it does not fit, at the same effective batch ({effective} completions per optimizer step per "
+        f"device) and generation batch ({plan.generation_batch}):"
+    )
+    lines = ["", title]
+    for name, card in over:
+        overrides = same_batch_overrides(
+            recipe_config, card, model_config=model_config, offload_optimizer=offload_optimizer
+        )
+        lines.append(
+            f"  {name + ':':<11}{' '.join(overrides) if overrides else 'none fits: ' + no_trade(recipe_config)}"
+        )
+    return lines

@@ -1,0 +1,121 @@
+"""A plan over a card gets overrides that fit it and keep the effective batch: applied, they plan as fitting, the
+recipe loads, and TRL's GRPOConfig takes them with the same generation batch."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from recipes.checks import generation_schedule
+from recipes.planner.fit import same_batch_overrides
+from recipes.planner.memory import plan_memory
+from recipes.planner.on_card import warn_if_over_card
+from recipes.planner.render import CARDS, render_plan
+from recipes.planner.shapes import config_for
+from recipes.recipe import load_recipe
+from recipes.run import grpo_config
+
+NO_CHECKPOINTING = "trainer.activation_checkpointing=false"  # a training phase the trade can shrink
+SUGGESTED = re.compile(r"((?:trainer\.\w+=\d+ ?)+) fits and keeps the effective batch")
+
+
+def warning_for(caplog, name, overrides, card):
+    """The launch-time warning of recipe ``name`` with ``overrides`` on the card of CARDS named ``card``."""
+    recipe = load_recipe(name, overrides)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="recipes.planner.on_card"):
+        warn_if_over_card(recipe, config_for(recipe.config["model"]["name_or_path"]), dict(CARDS)[card], card)
+    return caplog.text
+
+
+def trl_batches(recipe) -> tuple[int, int]:
+    """(effective batch per device, generation batch) as GRPOConfig derives them from the recipe."""
+    args = grpo_config(recipe)
+    return args.per_device_train_batch_size * args.gradient_accumulation_steps, args.generation_batch_size
+
+
+@pytest.mark.parametrize(
+    "name, overrides, card, pinned",
+    [
+        ("gsm8k_llama_qlora", [NO_CHECKPOINTING], "L4", False),
+        ("gsm8k_qwen", [NO_CHECKPOINTING], "A100-40GB", False),
+        # a recipe that pins steps_per_generation (2 of 4 micro-steps per generation) gets it pinned again
+        ("gsm8k_qwen", [NO_CHECKPOINTING, "trainer.steps_per_generation=2"], "A100-40GB", True),
+        # a recipe that sets the generation batch keeps it, and a per-device batch that divides it
+        ("gsm8k_qwen", [NO_CHECKPOINTING, "trainer.generation_batch_size=48"], "A100-40GB", False),
+    ],
+)
+def test_the_warning_names_overrides_that_fit_and_keep_the_batches(caplog, name, overrides, card, pinned):
+    recipe = load_recipe(name, overrides)
+    assert not plan_memory(recipe.config).fits(dict(CARDS)[card])
+    found = SUGGESTED.search(warning_for(caplog, name, overrides, card))
+    assert found, caplog.text
+    suggested = found.group(1).split()
+    assert suggested[0].startswith("trainer.per_device_train_batch_size=")
+    assert suggested[1].startswith("trainer.gradient_accumulation_steps=")
+    assert any(s.startswith("trainer.steps_per_generation=") for s in suggested) == pinned
+    refit = load_recipe(name, [*overrides, *suggested])  # the load-time checks pass
+    assert plan_memory(refit.config).fits(dict(CARDS)[card])
+    t, new = recipe.config["trainer"], refit.config["trainer"]
+    assert new["per_device_train_batch_size"] < t["per_device_train_batch_size"]
+    assert generation_schedule(new, processes=1)[0] == generation_schedule(t, processes=1)[0]
+    assert trl_batches(refit) == trl_batches(recipe)  # TRL's own derivation and divisibility checks agree
+
+
+def test_the_largest_batch_that_keeps_the_effective_batch_is_chosen():
+    config = load_recipe("gsm8k_qwen", [NO_CHECKPOINTING]).config  # 12 x 4 = 48 completions
+    card = dict(CARDS)["A100-40GB"]
+    suggested = same_batch_overrides(config, card)
+    assert suggested == ["trainer.per_device_train_batch_size=4", "trainer.gradient_accumulation_steps=12"]
+    # the next divisor of 48 up does not fit
+    bigger = {**config, "trainer": {**config["trainer"], "per_device_train_batch_size": 6}}
+    bigger["trainer"]["gradient_accumulation_steps"] = 8
+    assert not plan_memory(bigger).fits(card)
+
+
+@pytest.mark.parametrize(
+    "name, overrides, fix",
+    [
+        # 96 completions generated at once: the generation phase alone overflows an L4
+        (
+            "gsm8k_llama",
+            ["trainer.per_device_train_batch_size=24"],
+            "use a 4-bit recipe (model.quantization=4bit)",
+        ),
+        (
+            "gsm8k_llama_qlora",
+            ["trainer.per_device_train_batch_size=36"],
+            "use a larger GPU",
+        ),  # 4-bit already
+    ],
+)
+def test_a_card_no_trade_fits_gets_the_clear_message(caplog, name, overrides, fix):
+    text = warning_for(caplog, name, overrides, "L4")
+    effective = 4 * int(overrides[0].split("=")[1])
+    assert (
+        f"No smaller per-device batch fits with the same effective batch ({effective} completions per optimizer "
+        f"step per device): the generation batch of {effective} sequences is generated at once whatever the "
+        f"per-device batch, so {fix}" in text
+    )
+    assert "fits and keeps" not in text
+
+
+def test_plan_lists_the_overrides_for_each_card_it_does_not_fit():
+    recipe = load_recipe("gsm8k_llama_qlora", [NO_CHECKPOINTING])
+    text = render_plan(recipe)
+    assert (
+        "Cards it does not fit, at the same effective batch (24 completions per optimizer step per device) and "
+        "generation batch (24):" in text
+    )
+    lines = {
+        line.split(":")[0].strip(): line.split(":", 1)[1].split()
+        for line in text.splitlines()[-8:]
+        if ":" in line
+    }
+    for name, card in CARDS:
+        if plan_memory(recipe.config).fits(card):
+            assert name not in lines
+        else:
+            assert lines[name] == same_batch_overrides(recipe.config, card)
+            assert plan_memory(load_recipe(recipe.name, [NO_CHECKPOINTING, *lines[name]]).config).fits(card)
