@@ -1,15 +1,23 @@
-"""Downloads from the Hugging Face Hub that fail for a reason the user can fix, said as one ``HubError``.
+"""Downloads from the Hugging Face Hub that fail for a reason the user can fix, said as one ``HubError``, at once.
 
 transformers and datasets report a gated model, a misspelled id or a machine without network as a traceback
 whose last line says what happened but not which recipe key to change. ``hub_errors`` names the key and the
 fix. Anything else (a full disk, a corrupt file) keeps its traceback.
+
+Without a network, huggingface_hub retries each file it has no cached copy of five more times (a 60 s timeout
+each, 1 + 2 + 4 + 8 + 8 s apart: ``file_download._ETAG_RETRY_TIMEOUT``, ``http_backoff``), and no setting turns
+that off short of ``HF_HUB_OFFLINE``: half a minute per file where the name does not resolve, minutes where
+packets are dropped. ``offline_if_unreachable`` asks the Hub once, without retries, and reads the cache alone when
+it does not answer.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from common.errors import UserError
 
@@ -40,7 +48,6 @@ def _unreachable(error: BaseException) -> bool:
 def explain(error: BaseException, repo: str, key: str, what: str) -> str | None:
     """The message for a Hub failure the user can fix, or None when ``error`` is not one."""
     from datasets.exceptions import DatasetNotFoundError
-    from huggingface_hub import constants
     from huggingface_hub.errors import (
         GatedRepoError,
         HFValidationError,
@@ -81,18 +88,70 @@ def explain(error: BaseException, repo: str, key: str, what: str) -> str | None:
                 "that can read it (`hf auth login`, or set HF_TOKEN)."
             )
         if _unreachable(cause):
-            offline = (
-                "HF_HUB_OFFLINE is set"
-                if constants.is_offline_mode()
-                else "the Hugging Face Hub could not be reached"
-            )
-            return (
-                f"{key}: {offline}, and {repo} ({what}) is not in the local cache ({constants.HF_HUB_CACHE}). "
-                "Rerun with a network connection; or download it once where there is one "
-                f"(`hf download {repo}{' --repo-type dataset' if what == 'dataset' else ''}`, into the same cache) "
-                f"and copy the cache here; or set {key} to a local folder that holds it."
-            )
+            return _not_cached(repo, key, what)
     return None
+
+
+def _not_cached(repo: str, key: str, what: str) -> str:
+    """The message for a file the cache lacks and the network cannot bring: why, and the four ways out."""
+    from huggingface_hub import constants
+
+    why = hub_unreachable()  # None: HF_HUB_OFFLINE was set, or the Hub answered and a later request failed
+    user_offline = why is None and constants.is_offline_mode()
+    reason = (
+        "HF_HUB_OFFLINE is set"
+        if user_offline
+        else f"the Hugging Face Hub could not be reached ({why or 'a network error'})"
+    )
+    download = f"`hf download {repo}{' --repo-type dataset' if what == 'dataset' else ''}`"
+    network = (
+        "Unset HF_HUB_OFFLINE on a machine with a network"
+        if user_offline
+        else "Connect this machine to the network (and for a gated model such as Llama, log in: `hf auth login`, "
+        "or set HF_TOKEN)"
+    )
+    return (
+        f"{key}: {reason}, and {repo} ({what}) is not in the local cache ({constants.HF_HUB_CACHE}). {network} and "
+        f"rerun; or download it once where there is one ({download}, into the same cache) and copy the cache here, "
+        f"then HF_HUB_OFFLINE=1 reads it without trying the network; or set {key} to a local folder that holds it."
+    )
+
+
+@functools.cache
+def hub_unreachable() -> str | None:
+    """Why this process cannot reach the Hub (``HF_ENDPOINT``), or None: it answered, or HF_HUB_OFFLINE keeps every
+    load off the network anyway. One HEAD request, no retries, waiting at most ``HF_HUB_ETAG_TIMEOUT`` seconds
+    (huggingface_hub's own limit for a file's metadata); asked once per process."""
+    import httpx2
+    from huggingface_hub import constants
+    from huggingface_hub.utils import get_session
+
+    if constants.is_offline_mode():
+        return None
+    try:  # any answer, even an error status, means the Hub is there: its own errors are said by hub_errors
+        get_session().head(constants.ENDPOINT, timeout=constants.HF_HUB_ETAG_TIMEOUT, follow_redirects=False)
+    except httpx2.TransportError as e:  # no DNS, refused, timed out, a proxy or TLS failure
+        return f"{constants.ENDPOINT}: {e}"
+    return None
+
+
+@contextmanager
+def offline_if_unreachable(path: str) -> Iterator[None]:
+    """Loads inside read the local cache alone, as under HF_HUB_OFFLINE=1, when ``path`` is not on this machine
+    (a Hub id) and the Hub cannot be reached: a cached copy loads as before, a missing file fails at once instead
+    of after huggingface_hub's retries. With the Hub in reach, or a local folder, nothing changes."""
+    from huggingface_hub import constants
+
+    if Path(path).exists() or hub_unreachable() is None:
+        yield
+        return
+    # huggingface_hub reads this at every request (is_offline_mode): transformers then takes the cache alone, and
+    # any request left (transformers 5.24 asks for adapter_config.json even with local_files_only) is refused.
+    was, constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE, True
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = was
 
 
 @contextmanager

@@ -6,12 +6,14 @@ Training and evaluation load through here, so both see the same dtype, quantizat
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from common.hub import hub_errors
+from common.hub import hub_errors, offline_if_unreachable
 from common.quiet import BNB_CPU_4BIT_KERNEL
 from recipes.builtin import resolve_builtin
 
@@ -25,19 +27,28 @@ def model_path(model: dict) -> str:
     return resolve_builtin(model["name_or_path"])
 
 
+@contextmanager
+def _from_hub(model: dict, what: str) -> Iterator[str]:
+    """The model's path, for a load whose Hub failures are said as a ``HubError`` naming model.name_or_path, and
+    that reads the local cache alone, failing at once, when the Hub cannot be reached (``common.hub``)."""
+    path = model_path(model)
+    with hub_errors(model["name_or_path"], "model.name_or_path", what), offline_if_unreachable(path):
+        yield path
+
+
 def load_config(model: dict):
     """The model's config only (a small JSON file): enough for load-time checks and memory planning."""
-    with hub_errors(model["name_or_path"], "model.name_or_path", "config"):
+    with _from_hub(model, "config") as path:
         return AutoConfig.from_pretrained(
-            model_path(model), revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
+            path, revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
         )
 
 
 def load_tokenizer(model: dict):
     """Tokenizer padded on the left (generation appends on the right) with a pad token distinct from EOS if any."""
-    with hub_errors(model["name_or_path"], "model.name_or_path", "tokenizer"):
+    with _from_hub(model, "tokenizer") as path:
         tokenizer = AutoTokenizer.from_pretrained(
-            model_path(model), revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
+            path, revision=model.get("revision"), trust_remote_code=model["trust_remote_code"]
         )
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
@@ -82,8 +93,8 @@ def load_model(model: dict, *, device_index: int | None = None):
         kwargs["device_map"] = {
             "": device_index if torch.cuda.is_available() and device_index is not None else "cpu"
         }
-    with hub_errors(model["name_or_path"], "model.name_or_path", "weights"):
-        return AutoModelForCausalLM.from_pretrained(model_path(model), **kwargs)
+    with _from_hub(model, "weights") as path:
+        return AutoModelForCausalLM.from_pretrained(path, **kwargs)
 
 
 def lora_config(lora: dict):

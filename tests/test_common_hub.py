@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -154,3 +155,57 @@ def test_a_model_path_that_is_no_folder_is_named_not_a_traceback(tmp_path):
             UserError, match=rf"^model.name_or_path: {re.escape(name)} is not a folder on this machine"
         ):
             load_config({"name_or_path": name, "revision": None, "trust_remote_code": False})
+
+
+UNREACHABLE_SCRIPT = """
+import httpx2
+from common.errors import UserError
+from recipes.model import load_config, load_model, load_tokenizer
+from recipes.planner.shapes import load_model_config
+
+attempts = []  # every request that reached the network layer, whichever library made it
+send = httpx2.HTTPTransport.handle_request
+httpx2.HTTPTransport.handle_request = lambda self, request: attempts.append(request.url) or send(self, request)
+model = {"name_or_path": "some-org/model", "revision": None, "trust_remote_code": False, "dtype": "float32",
+         "attn_implementation": "sdpa", "quantization": "none"}
+for name, call in [("config", load_config), ("tokenizer", load_tokenizer), ("weights", load_model),
+                   ("plan", load_model_config)]:
+    try:
+        call(model)
+        print(name, "=> loaded")
+    except UserError as e:
+        print(name, "=>", type(e).__name__, e)
+print("attempts =>", len(attempts), *attempts)
+"""
+
+
+def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_path):
+    """HF_ENDPOINT on a port nothing listens on: one request, not huggingface_hub's six per file with backoff (about
+    25 s each), then the message for every load: run.py's, evaluate.py's and --plan's."""
+    with socket.socket() as closed:  # a port just freed: connecting to it is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "0"}
+    done = python(["-c", UNREACHABLE_SCRIPT], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = dict(line.partition(" => ")[::2] for line in done.stdout.splitlines() if " => " in line)
+    assert said["attempts"] == f"1 {endpoint}"  # the one probe, no retries, and no file requested after it
+    for what in ("config", "tokenizer", "weights"):
+        assert said[what].startswith(
+            f"HubError model.name_or_path: the Hugging Face Hub could not be reached ({endpoint}: "
+        )
+        assert f"and some-org/model ({what}) is not in the local cache ({tmp_path / 'hub'})" in said[what]
+    for fix in ("Connect this machine to the network", "hf auth login", "hf download some-org/model",
+                "HF_HUB_OFFLINE=1", "set model.name_or_path to a local folder"):  # fmt: skip
+        assert fix in said["config"]
+    assert said["plan"].startswith("RecipeError " + said["config"].removeprefix("HubError "))
+    assert "The planner also works offline for meta-llama/Llama-3.1-8B-Instruct" in said["plan"]
+
+
+def test_a_local_folder_never_asks_the_hub(monkeypatch):
+    from common import hub
+
+    monkeypatch.setattr(hub, "hub_unreachable", lambda: pytest.fail("a local folder needs no network"))
+    with hub.offline_if_unreachable(str(REPO)):
+        pass

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.hub import HubError
 from common.suggestions import did_you_mean
 from recipes.recipe import RecipeError
 
@@ -73,6 +74,8 @@ def load_model_config(model_section: dict):
         return config_for(name)
     try:
         return load_config(model_section)
+    except HubError as e:  # it names the key and the fixes already
+        raise RecipeError(f"{e} The planner also works offline for {', '.join(SHAPES)}.") from None
     except (OSError, ValueError) as e:
         raise RecipeError(
             f"model.name_or_path: cannot read the config of {name!r} ({str(e).splitlines()[0]}). Give a local "
