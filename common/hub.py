@@ -8,7 +8,7 @@ Without a network, huggingface_hub retries each file it has no cached copy of fi
 each, 1 + 2 + 4 + 8 + 8 s apart: ``file_download._ETAG_RETRY_TIMEOUT``, ``http_backoff``), and no setting turns
 that off short of ``HF_HUB_OFFLINE``: half a minute per file where the name does not resolve, minutes where
 packets are dropped. ``offline_if_unreachable`` asks the Hub once, without retries, and reads the cache alone when
-it does not answer.
+it does not answer; ``hub_load`` is both, for every model and dataset load.
 """
 
 from __future__ import annotations
@@ -152,6 +152,14 @@ def offline_if_unreachable(path: str) -> Iterator[None]:
         yield
     finally:
         constants.HF_HUB_OFFLINE = was
+
+
+@contextmanager
+def hub_load(repo: str, key: str, what: str, path: str | None = None) -> Iterator[None]:
+    """A load of ``repo`` (read from ``path`` when that is where it resolved to): its fixable failures said as one
+    ``HubError`` (:func:`hub_errors`), at once when the Hub cannot be reached (:func:`offline_if_unreachable`)."""
+    with hub_errors(repo, key, what), offline_if_unreachable(path or repo):
+        yield
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
-from common.hub import hub_errors, offline_if_unreachable
+from common.hub import hub_load
 from common.quiet import BNB_CPU_4BIT_KERNEL
 from recipes.builtin import resolve_builtin
 
@@ -32,7 +32,7 @@ def _from_hub(model: dict, what: str) -> Iterator[str]:
     """The model's path, for a load whose Hub failures are said as a ``HubError`` naming model.name_or_path, and
     that reads the local cache alone, failing at once, when the Hub cannot be reached (``common.hub``)."""
     path = model_path(model)
-    with hub_errors(model["name_or_path"], "model.name_or_path", what), offline_if_unreachable(path):
+    with hub_load(model["name_or_path"], "model.name_or_path", what, path):
         yield path
 
 

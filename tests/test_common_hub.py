@@ -162,6 +162,7 @@ import httpx2
 from common.errors import UserError
 from recipes.model import load_config, load_model, load_tokenizer
 from recipes.planner.shapes import load_model_config
+from recipes.tasks.sources import read_raw
 
 attempts = []  # every request that reached the network layer, whichever library made it
 send = httpx2.HTTPTransport.handle_request
@@ -169,7 +170,7 @@ httpx2.HTTPTransport.handle_request = lambda self, request: attempts.append(requ
 model = {"name_or_path": "some-org/model", "revision": None, "trust_remote_code": False, "dtype": "float32",
          "attn_implementation": "sdpa", "quantization": "none"}
 for name, call in [("config", load_config), ("tokenizer", load_tokenizer), ("weights", load_model),
-                   ("plan", load_model_config)]:
+                   ("plan", load_model_config), ("dataset", lambda model: read_raw("some-org/data", "test"))]:
     try:
         call(model)
         print(name, "=> loaded")
@@ -181,7 +182,7 @@ print("attempts =>", len(attempts), *attempts)
 
 def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_path):
     """HF_ENDPOINT on a port nothing listens on: one request, not huggingface_hub's six per file with backoff (about
-    25 s each), then the message for every load: run.py's, evaluate.py's and --plan's."""
+    25 s each), then the message for every load: run.py's, evaluate.py's and --plan's, the model's and the data's."""
     with socket.socket() as closed:  # a port just freed: connecting to it is refused
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
@@ -201,6 +202,10 @@ def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_pat
         assert fix in said["config"]
     assert said["plan"].startswith("RecipeError " + said["config"].removeprefix("HubError "))
     assert "The planner also works offline for meta-llama/Llama-3.1-8B-Instruct" in said["plan"]
+    assert said["dataset"].startswith(
+        f"HubError data.source: the Hugging Face Hub could not be reached ({endpoint}: "
+    )
+    assert "`hf download some-org/data --repo-type dataset`" in said["dataset"]
 
 
 def test_a_local_folder_never_asks_the_hub(monkeypatch):

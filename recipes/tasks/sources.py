@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from common.errors import UserError
-from common.hub import hub_errors
+from common.hub import hub_load
 from common.suggestions import closest
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -189,8 +189,9 @@ def config_names(source: str) -> list[str] | None:
     path = Path(resolve_source(source))
     if path.exists() and not hub_layout(path):
         return None
-    with hub_errors(source, "data.source", "dataset"):
-        return list(get_dataset_config_names(str(path) if path.exists() else source))
+    where = str(path) if path.exists() else source
+    with hub_load(source, "data.source", "dataset", where):
+        return list(get_dataset_config_names(where))
 
 
 def read_raw(source: str, split: str, config: str | None = None):
@@ -221,7 +222,7 @@ def read_raw(source: str, split: str, config: str | None = None):
             f"data.source {source!r}: no such file or folder."
             + (f" Did you mean {path.parent / near}?" if near else "")
         )
-    with hub_errors(source, "data.source", "dataset"):
+    with hub_load(source, "data.source", "dataset"):
         return load_dataset(source, config, split=split)
 
 
