@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
+import shutil
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import REPO
+from conftest import REPO, free_port
 
 # The Hub's answers, chosen by a word in the requested path; huggingface_hub reads X-Error-Code.
 ANSWERS = {
@@ -169,8 +169,10 @@ send = httpx2.HTTPTransport.handle_request
 httpx2.HTTPTransport.handle_request = lambda self, request: attempts.append(request.url) or send(self, request)
 model = {"name_or_path": "some-org/model", "revision": None, "trust_remote_code": False, "dtype": "float32",
          "attn_implementation": "sdpa", "quantization": "none"}
+cached = {**model, "name_or_path": "some-org/cached"}  # in the cache: loads as under HF_HUB_OFFLINE=1
 for name, call in [("config", load_config), ("tokenizer", load_tokenizer), ("weights", load_model),
-                   ("plan", load_model_config), ("dataset", lambda model: read_raw("some-org/data", "test"))]:
+                   ("plan", load_model_config), ("dataset", lambda model: read_raw("some-org/data", "test")),
+                   ("cached", lambda model: (load_config(cached), load_tokenizer(cached), load_model(cached)))]:
     try:
         call(model)
         print(name, "=> loaded")
@@ -180,13 +182,15 @@ print("attempts =>", len(attempts), *attempts)
 """
 
 
-def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_path):
+def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_path, tiny_model_dir):
     """HF_ENDPOINT on a port nothing listens on: one request, not huggingface_hub's six per file with backoff (about
-    25 s each), then the message for every load: run.py's, evaluate.py's and --plan's, the model's and the data's."""
-    with socket.socket() as closed:  # a port just freed: connecting to it is refused
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
-    endpoint = f"http://127.0.0.1:{port}"
+    25 s each), then the message for every load: run.py's, evaluate.py's and --plan's, the model's and the data's.
+    A model in the cache still loads."""
+    snapshot = tmp_path / "hub" / "models--some-org--cached" / "snapshots" / ("0" * 40)
+    shutil.copytree(tiny_model_dir, snapshot)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("0" * 40)
+    endpoint = f"http://127.0.0.1:{free_port()}"  # a port just freed: connecting to it is refused
     env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "0"}
     done = python(["-c", UNREACHABLE_SCRIPT], env)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -206,6 +210,7 @@ def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_pat
         f"HubError data.source: the Hugging Face Hub could not be reached ({endpoint}: "
     )
     assert "`hf download some-org/data --repo-type dataset`" in said["dataset"]
+    assert said["cached"] == "loaded"
 
 
 def test_a_local_folder_never_asks_the_hub(monkeypatch):
