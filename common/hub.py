@@ -101,7 +101,7 @@ def _not_cached(repo: str, key: str, what: str) -> str:
     reason = (
         "HF_HUB_OFFLINE is set"
         if user_offline
-        else f"the Hugging Face Hub could not be reached ({why or 'a network error'})"
+        else f"the Hugging Face Hub could not be reached{f' ({why})' if why else ''}"
     )
     download = f"`hf download {repo}{' --repo-type dataset' if what == 'dataset' else ''}`"
     network = (

@@ -219,3 +219,30 @@ def test_a_local_folder_never_asks_the_hub(monkeypatch):
     monkeypatch.setattr(hub, "hub_unreachable", lambda: pytest.fail("a local folder needs no network"))
     with hub.offline_if_unreachable(str(REPO)):
         pass
+
+
+def test_the_hub_is_asked_once_without_retries_within_its_metadata_timeout(monkeypatch):
+    """A network that drops packets: the probe waits huggingface_hub's HF_HUB_ETAG_TIMEOUT once, where a download
+    would wait its 60 s retry timeout six times per file."""
+    import httpx2
+    from huggingface_hub import constants
+
+    from common import hub
+
+    asked = []
+
+    class DroppingSession:
+        def head(self, url, **settings):
+            asked.append((url, settings))
+            raise httpx2.ConnectTimeout("timed out")
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.utils.get_session", DroppingSession)
+    hub.hub_unreachable.cache_clear()
+    try:
+        assert hub.hub_unreachable() == hub.hub_unreachable() == f"{constants.ENDPOINT}: timed out"
+    finally:
+        hub.hub_unreachable.cache_clear()
+    assert asked == [
+        (constants.ENDPOINT, {"timeout": constants.HF_HUB_ETAG_TIMEOUT, "follow_redirects": False})
+    ]
