@@ -13,8 +13,8 @@ it does not answer; ``hub_load`` is both, for every model and dataset load.
 
 from __future__ import annotations
 
-import functools
 import re
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -117,22 +117,32 @@ def _not_cached(repo: str, key: str, what: str) -> str:
     )
 
 
-@functools.cache
+# A Hub that answered is taken as there for the rest of the process. A Hub that did not is asked again after this
+# long: a run's loads follow each other within seconds, but a notebook's kernel outlives a network outage.
+_RECHECK_S = 60.0
+_probe: dict = {}  # the last answer: {"at": time.monotonic(), "why": None or the reason}
+
+
 def hub_unreachable() -> str | None:
     """Why this process cannot reach the Hub (``HF_ENDPOINT``), or None: it answered, or HF_HUB_OFFLINE keeps every
     load off the network anyway. One HEAD request, no retries, waiting at most ``HF_HUB_ETAG_TIMEOUT`` seconds
-    (huggingface_hub's own limit for a file's metadata); asked once per process."""
+    (huggingface_hub's own limit for a file's metadata); an answer is remembered for the process, no answer for
+    ``_RECHECK_S`` seconds."""
     import httpx2
     from huggingface_hub import constants
     from huggingface_hub.utils import get_session
 
     if constants.is_offline_mode():
         return None
+    if _probe and (_probe["why"] is None or time.monotonic() - _probe["at"] < _RECHECK_S):
+        return _probe["why"]
+    why = None
     try:  # any answer, even an error status, means the Hub is there: its own errors are said by hub_errors
         get_session().head(constants.ENDPOINT, timeout=constants.HF_HUB_ETAG_TIMEOUT, follow_redirects=False)
     except httpx2.TransportError as e:  # no DNS, refused, timed out, a proxy or TLS failure
-        return f"{constants.ENDPOINT}: {e}"
-    return None
+        why = f"{constants.ENDPOINT}: {e}"
+    _probe.update(at=time.monotonic(), why=why)
+    return why
 
 
 @contextmanager

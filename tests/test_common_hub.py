@@ -238,11 +238,38 @@ def test_the_hub_is_asked_once_without_retries_within_its_metadata_timeout(monke
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr("huggingface_hub.utils.get_session", DroppingSession)
-    hub.hub_unreachable.cache_clear()
-    try:
-        assert hub.hub_unreachable() == hub.hub_unreachable() == f"{constants.ENDPOINT}: timed out"
-    finally:
-        hub.hub_unreachable.cache_clear()
+    monkeypatch.setattr(hub, "_probe", {})
+    assert hub.hub_unreachable() == hub.hub_unreachable() == f"{constants.ENDPOINT}: timed out"
     assert asked == [
         (constants.ENDPOINT, {"timeout": constants.HF_HUB_ETAG_TIMEOUT, "follow_redirects": False})
     ]
+
+
+def test_an_unreachable_hub_is_asked_again_after_a_while_and_a_reachable_one_never(monkeypatch):
+    """A notebook's kernel outlives a network outage: a failed probe remembered for the process made every later
+    load in it read the cache alone."""
+    from huggingface_hub import constants
+
+    from common import hub
+
+    clock, answers, asked = [1000.0], ["down", "up"], []
+
+    class Session:
+        def head(self, url, **settings):
+            import httpx2
+
+            asked.append(url)
+            if answers.pop(0) == "down":
+                raise httpx2.ConnectError("refused")
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.utils.get_session", Session)
+    monkeypatch.setattr(hub, "_probe", {})
+    monkeypatch.setattr(hub.time, "monotonic", lambda: clock[0])
+    assert hub.hub_unreachable() == f"{constants.ENDPOINT}: refused"
+    clock[0] += hub._RECHECK_S - 1
+    assert hub.hub_unreachable() == f"{constants.ENDPOINT}: refused" and len(asked) == 1
+    clock[0] += 2
+    assert hub.hub_unreachable() is None and len(asked) == 2  # the network is back
+    clock[0] += 10 * hub._RECHECK_S
+    assert hub.hub_unreachable() is None and len(asked) == 2  # an answer holds for the process
