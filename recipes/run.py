@@ -275,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             print(recipe.to_yaml(), end="")
         elif args.plan:
-            from recipes.planner.render import offloads_optimizer, render_plan, unmodelled_sharding
+            from recipes.planner.launch_config import offloads_optimizer, unmodelled_sharding
+            from recipes.planner.render import render_plan
 
             offload, sharding = offloads_optimizer(args.config_file), unmodelled_sharding(args.config_file)
             print(render_plan(recipe, offload_optimizer=offload, sharding=sharding))

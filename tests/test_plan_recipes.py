@@ -7,8 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from recipes.planner.launch_config import offloads_optimizer
 from recipes.planner.memory import GIB
-from recipes.planner.render import CARDS, offloads_optimizer, plan_memory, render_plan
+from recipes.planner.render import CARDS, plan_memory, render_plan
 from recipes.recipe import RecipeError, available, load_recipe
 from recipes.run import main
 
