@@ -9,12 +9,13 @@ interval over questions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from stats import independent, intervals, paired
 from stats.paired import TestResult
+from stats.pass_at_k import PassAtK, pass_at_k_curve
 from stats.power import PowerSummary, paired_power
 from stats.records import ModelRecords, Pairing
 from stats.samples import describe_samples
@@ -61,6 +62,7 @@ class Comparison:
         pairing: Which questions were paired or dropped.
         unsettled: The samples the grader never settled, counted wrong, and the range they leave the difference in.
         groups: The same comparison per subject and per level, when the records carry them (`stats.groups`).
+        pass_at_k: Both models' pass@k for k = 1, 2, 4, ... (`stats.pass_at_k`); empty with one sample each.
     """
 
     baseline: ModelSummary
@@ -74,6 +76,7 @@ class Comparison:
     pairing: Pairing
     unsettled: Unsettled
     groups: GroupBreakdown | None = None
+    pass_at_k: list[PassAtK] = field(default_factory=list)
 
     @property
     def improved(self) -> int:
@@ -143,4 +146,5 @@ def compare_models(
         power=paired_power(diffs),
         pairing=pairing,
         unsettled=count_unsettled(baseline, tuned, ids, difference),
+        pass_at_k=pass_at_k_curve(baseline.counts, tuned.counts, ids),
     )

@@ -6,6 +6,7 @@ from stats import intervals
 from stats.analysis import PRIMARY_REASON, PRIMARY_TEST, Comparison, ModelSummary
 from stats.groups import GroupBreakdown, GroupResult
 from stats.paired import TestResult
+from stats.pass_at_k import pass_at_k_json, pass_at_k_lines
 from stats.power import ALPHA, POWER
 
 PAIRED_TESTS = ("sign_flip", "paired_t", "wilcoxon", "mcnemar")
@@ -194,6 +195,7 @@ def format_text(c: Comparison) -> str:
         "Independence tests (ASSUME INDEPENDENT SAMPLES; shown only to compare with reports that used them)"
     ]
     lines += [_test_line(name, c.tests[name], False) for name in INDEPENDENCE_TESTS]
+    lines += ["", *pass_at_k_lines(c.pass_at_k)] if c.pass_at_k else []
     if c.groups is not None:
         lines += ["", *_group_lines(c.groups)]
     lines += ["", f"Why: {PRIMARY_REASON}", verdict(c)]
@@ -278,6 +280,7 @@ def to_json(c: Comparison) -> dict:
             "tuned": c.unsettled.tuned,
             "difference_range": list(c.unsettled.difference_range),
         },
+        "pass_at_k": pass_at_k_json(c.pass_at_k),
         "verdict": verdict(c),
     }
     if c.groups is not None:

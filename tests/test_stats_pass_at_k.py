@@ -1,0 +1,59 @@
+"""pass@k in the comparison: the unbiased estimator against brute-force enumeration of k-subsets, the k it covers,
+and a gain at k = 1 that a gain at the largest k does not match, said in the report."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from itertools import combinations
+
+import pytest
+from _stats_helpers import outcomes_from_counts, run_compare, write_records
+
+from stats.pass_at_k import pass_at_k, pass_at_k_curve
+
+
+@pytest.mark.parametrize("samples", [1, 2, 5, 8])
+def test_the_estimator_is_the_share_of_k_subsets_holding_a_right_sample(samples):
+    for correct in range(samples + 1):
+        outcome = [True] * correct + [False] * (samples - correct)
+        for k in range(1, samples + 1):
+            subsets = list(combinations(outcome, k))
+            assert pass_at_k(samples, correct, k) == Fraction(sum(map(any, subsets)), len(subsets))
+
+
+def test_the_curve_runs_over_powers_of_two_then_the_fewest_samples_and_averages_per_question():
+    base = {"a": (1, 12), "b": (0, 12)}
+    tuned = {"a": (6, 12), "b": (0, 16)}
+    rows = pass_at_k_curve(base, tuned, ["a", "b"])
+    assert [r.k for r in rows] == [1, 2, 4, 8, 12]
+    assert rows[0].baseline == pytest.approx((1 / 12 + 0) / 2) and rows[0].tuned == pytest.approx(0.25)
+    assert rows[-1].baseline == pytest.approx(0.5) and rows[-1].tuned == pytest.approx(
+        0.5
+    )  # a solved, b never
+    assert rows[-1].difference == 0 and rows[-1].ci95 is None  # no spread: undefined
+    assert pass_at_k_curve({"a": (1, 1)}, {"a": (0, 4)}, ["a"]) == []  # one sample: pass@1 is the accuracy
+
+
+def test_a_gain_that_does_not_hold_at_large_k_is_said(capsys, tmp_path):
+    """Tuned right more often on the questions the baseline could already solve, and on no new one: accuracy up,
+    pass@8 the same."""
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 1, 3, 0, 0], 8))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([7, 8, 6, 8, 0, 0], 8))
+    code, out, _ = run_compare(capsys, base, tuned)
+    assert code == 0 and "pass@k (the chance that at least one of k samples is right" in out
+    table = out[out.index("pass@k") :].splitlines()
+    assert [line.split()[0] for line in table[2:6]] == ["1", "2", "4", "8"]
+    assert table[5].split()[1:4] == ["66.7%", "66.7%", "+0.0"]
+    assert "The gain at k = 1 (+45.8 points) shrinks to +0.0 at k = 8" in out
+
+    result = json.loads(run_compare(capsys, base, tuned, "--json")[1])
+    assert [row["k"] for row in result["pass_at_k"]] == [1, 2, 4, 8]
+    assert result["pass_at_k"][0]["difference"] == pytest.approx(result["difference"]["estimate"])
+
+
+def test_a_gain_on_new_questions_is_not_called_a_sharpening(capsys, tmp_path):
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([0, 0, 0, 4, 4, 4], 4))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([4, 4, 4, 4, 4, 4], 4))
+    out = run_compare(capsys, base, tuned)[1]
+    assert "pass@k" in out and "shrinks" not in out
