@@ -1,5 +1,6 @@
-"""The comparison figure: both accuracies with 95% intervals, the per-question differences and, for records that
-carry subject or level, a forest plot of the paired difference per group."""
+"""The comparison figure: both accuracies with 95% intervals, the per-question differences, both models' pass@k
+(several samples per question) and, for records that carry subject or level, a forest plot of the paired difference
+per group."""
 
 from __future__ import annotations
 
@@ -108,23 +109,45 @@ def _forest_panel(ax, b: GroupBreakdown, overall: float) -> None:
     ax.legend(loc="best", fontsize=8)
 
 
+def _pass_at_k_panel(ax, c: Comparison) -> None:
+    ks = [r.k for r in c.pass_at_k]
+    for label, color, values in (
+        ("baseline", "tab:gray", [r.baseline for r in c.pass_at_k]),
+        ("tuned", "tab:blue", [r.tuned for r in c.pass_at_k]),
+    ):
+        ax.plot(ks, [100 * v for v in values], "o-", color=color, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.minorticks_off()
+    ax.set_ylim(0, 105)
+    ax.set_xlabel("k (samples per question)")
+    ax.set_ylabel("pass@k (%)")
+    ax.set_title("pass@k: one of k samples right", fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+
+
 def draw_comparison(c: Comparison) -> Figure:
-    """The comparison figure: accuracies with 95% CIs (left), per-question differences (right) and, when the
-    comparison has per-group results, their forest plot below both."""
+    """The comparison figure: accuracies with 95% CIs (left), per-question differences (middle), both models' pass@k
+    (right, with several samples per question) and, when the comparison has per-group results, their forest plot
+    below them."""
     rows = 0 if c.groups is None else len(c.groups.results)
+    widths = [1, 2.2] + ([1.3] if c.pass_at_k else [])
+    width = 11 + (3.5 if c.pass_at_k else 0)
     if not rows:
-        fig = Figure(figsize=(11, 4.5))
+        fig = Figure(figsize=(width, 4.5))
         FigureCanvasAgg(fig)
-        left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 2.2]})
+        top = fig.subplots(1, len(widths), gridspec_kw={"width_ratios": widths})
     else:
         forest_height = 1.2 + 0.3 * (rows + 1)
-        fig = Figure(figsize=(11, 4.5 + forest_height))
+        fig = Figure(figsize=(width, 4.5 + forest_height))
         FigureCanvasAgg(fig)
-        grid = fig.add_gridspec(2, 2, width_ratios=[1, 2.2], height_ratios=[4.5, forest_height])
-        left, right = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+        grid = fig.add_gridspec(2, len(widths), width_ratios=widths, height_ratios=[4.5, forest_height])
+        top = [fig.add_subplot(grid[0, i]) for i in range(len(widths))]
         _forest_panel(fig.add_subplot(grid[1, :]), c.groups, c.difference)
-    _accuracy_panel(left, c)
-    _difference_panel(right, c)
+    _accuracy_panel(top[0], c)
+    _difference_panel(top[1], c)
+    if c.pass_at_k:
+        _pass_at_k_panel(top[2], c)
     fig.tight_layout()
     return fig
 

@@ -191,7 +191,8 @@ def test_plot_is_written_and_shows_each_question(capsys, tmp_path, reference_fil
 
     base, tuned = (load_records(p) for p in reference_files)
     fig = draw_comparison(compare_models(base, tuned, pair_questions(base, tuned)))
-    left, right = fig.axes
+    left, right, curve = fig.axes  # five samples per question: pass@k for k = 1, 2, 4, 5
+    assert [int(x) for x in curve.lines[0].get_xdata()] == [1, 2, 4, 5]
     assert len(right.containers[0]) == 20  # one bar per question
     assert sorted(round(bar.get_height()) for bar in right.containers[0]) == [0] * 6 + [20] * 9 + [40] * 5
     assert "14 improved, 0 regressed, 6 unchanged" in right.get_title()

@@ -57,3 +57,20 @@ def test_a_gain_on_new_questions_is_not_called_a_sharpening(capsys, tmp_path):
     tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([4, 4, 4, 4, 4, 4], 4))
     out = run_compare(capsys, base, tuned)[1]
     assert "pass@k" in out and "shrinks" not in out
+
+
+def test_the_figure_draws_both_curves_with_several_samples_and_no_panel_with_one(tmp_path):
+    from stats.analysis import compare_models
+    from stats.plots import draw_comparison
+    from stats.records import load_records, pair_questions
+
+    def figure(samples, base_counts, tuned_counts):
+        base = load_records(write_records(tmp_path / "b.jsonl", outcomes_from_counts(base_counts, samples)))
+        tuned = load_records(write_records(tmp_path / "t.jsonl", outcomes_from_counts(tuned_counts, samples)))
+        return draw_comparison(compare_models(base, tuned, pair_questions(base, tuned)))
+
+    *_, curve = figure(4, [1, 0, 2], [4, 0, 4]).axes
+    assert curve.get_title().startswith("pass@k")
+    baseline, tuned = ([round(y, 1) for y in line.get_ydata()] for line in curve.lines)
+    assert baseline == [25.0, 44.4, 66.7] and tuned == [66.7, 66.7, 66.7]  # k = 1, 2, 4
+    assert len(figure(1, [1, 0, 1], [1, 1, 1]).axes) == 2
