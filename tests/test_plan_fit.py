@@ -119,3 +119,17 @@ def test_plan_lists_the_overrides_for_each_card_it_does_not_fit():
         else:
             assert lines[name] == same_batch_overrides(recipe.config, card)
             assert plan_memory(load_recipe(recipe.name, [NO_CHECKPOINTING, *lines[name]]).config).fits(card)
+
+
+def test_a_launch_of_several_processes_gets_a_batch_trl_takes_with_its_generation_batch(monkeypatch):
+    # TRL 1.16: generation_batch_size must be divisible by per_device_train_batch_size x processes. 24 over 2
+    # processes: a batch of 8 divides 24 but 8 x 2 = 16 does not, so GRPOConfig would refuse it at launch.
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    config = load_recipe("gsm8k_qwen", [NO_CHECKPOINTING, "trainer.generation_batch_size=24"]).config
+    at_8 = {**config["trainer"], "per_device_train_batch_size": 8, "gradient_accumulation_steps": 6}
+    plan = plan_memory({**config, "trainer": at_8})
+    card = next(gib * 2**30 for gib in range(1, 200) if plan.fits(gib * 2**30))  # a batch of 8 fits it
+    suggested = same_batch_overrides(config, card)
+    assert suggested
+    batch = int(suggested[0].split("=")[1])
+    assert 24 % (batch * 2) == 0, suggested

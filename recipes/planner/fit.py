@@ -16,7 +16,7 @@ trade shrinks, the resident part and the generation phase, is left to a 4-bit re
 
 from __future__ import annotations
 
-from recipes.checks import generation_schedule
+from recipes.checks import generation_schedule, world_size
 from recipes.planner.memory import plan_memory, section
 from recipes.planner.shapes import load_model_config
 
@@ -33,7 +33,7 @@ def same_batch_overrides(
     """The ``trainer.*`` overrides with the largest per-device batch that fits ``card_bytes`` while keeping the
     effective batch (B x GA per device) and the generation batch; None when no smaller batch does.
 
-    Each candidate is checked as TRL checks it (the generation batch, derived from the overridden settings as
+    Each candidate is checked as TRL checks it, over the launch's processes (the generation batch, derived from the overridden settings as
     ``GRPOConfig`` derives it, is the old one, so it still holds whole groups) and planned: the overrides returned,
     applied to the recipe, plan as fitting.
 
@@ -45,6 +45,10 @@ def same_batch_overrides(
     t = section(recipe_config, "trainer")
     batch, accumulation = t["per_device_train_batch_size"], t["gradient_accumulation_steps"]
     generation = generation_schedule(t, processes=1)[0]  # per device, as the planner plans it
+    # GRPOConfig checks the launch's generation batch, over all its processes: a generation_batch_size must be
+    # divisible by B x processes, which B dividing it does not make so with several processes.
+    processes = world_size()
+    launch_generation = generation_schedule(t, processes)[0]
     effective = batch * accumulation
     if model_config is None:
         model_config = load_model_config(section(recipe_config, "model"))
@@ -59,6 +63,8 @@ def same_batch_overrides(
         if (
             generation_schedule(trainer, processes=1) != (generation, generation // smaller)
             or generation % smaller
+            or generation_schedule(trainer, processes)[0] != launch_generation
+            or launch_generation % (smaller * processes)
         ):
             continue  # TRL would derive another generation batch, or refuse one that B does not divide
         config = {**recipe_config, "trainer": trainer}
