@@ -6,7 +6,8 @@ of ``data.system_prompt``) into every record. Greedy decoding, a longer token bu
 alone moves accuracy by points, so a difference in them would be read as the training's effect. Files that do not
 record a setting (records from other tools, or written before ``prompt_sha`` was recorded) are not checked on it.
 Records also carry ``grader_version``: two files graded by different versions are refused (re-running the older
-file's evaluate.py command grades it again), and a file without one gets a warning.
+file's evaluate.py command grades it again; a held-out file of a training step is evaluated again into a new file),
+and a file without one gets a warning.
 """
 
 from __future__ import annotations
@@ -77,22 +78,39 @@ def check_same_grader(baseline: ModelRecords, tuned: ModelRecords) -> list[str]:
     Raises:
         InputError: Both files record versions and they differ; the message names the fix.
     """
-    versions = {model.path: decoding_of(model, GRADER_KEY) for model in (baseline, tuned)}
-    fix = (
-        "Re-run the recipes/evaluate.py command that wrote {old}: it grades the saved completions again with this "
-        "grader, generating nothing."
-    )
+    models = {model.path: model for model in (baseline, tuned)}
+    versions = {path: decoding_of(model, GRADER_KEY) for path, model in models.items()}
     if all(versions.values()) and versions[baseline.path] != versions[tuned.path]:
         older = min(versions, key=lambda path: max(versions[path]))
         raise InputError(
             f"{baseline.path} and {tuned.path} were graded by different grader versions "
             f"({_values(versions[baseline.path])} vs {_values(versions[tuned.path])}): the same answer can be "
-            f"right by one and wrong by the other. " + fix.format(old=older)
+            f"right by one and wrong by the other. " + _regrade_fix(models[older])
         )
     if any(versions.values()) and not all(versions.values()):
         unknown = next(path for path, found in versions.items() if not found)
         return [
             f"{unknown} records no grader version (written before records carried one, or by another tool), "
-            "so its grades may come from another grader than the other file's. " + fix.format(old=unknown)
+            "so its grades may come from another grader than the other file's. "
+            + _regrade_fix(models[unknown])
         ]
     return []
+
+
+def _regrade_fix(model: ModelRecords) -> str:
+    """How to have ``model``'s file graded by this grader: re-run its evaluate.py command, or, for the held-out
+    records of a training step (which evaluate.py refuses to touch), evaluate that step's model into a new file."""
+    steps = sorted({r["step"] for r in model.records if r.get("step") is not None})
+    if not steps:
+        return (
+            f"Re-run the recipes/evaluate.py command that wrote {model.path}: it grades the saved completions again "
+            "with this grader, generating nothing."
+        )
+    adapter = (
+        f" --adapter OUTPUT_DIR/checkpoint-{steps[-1]}" if steps[-1] else ""
+    )  # step 0: the model untrained
+    return (
+        f"{model.path} holds held-out records (training step {', '.join(map(str, steps))}), which evaluate.py does "
+        f"not grade again: evaluate that step's model into a new file, python recipes/evaluate.py RECIPE --split "
+        f"heldout{adapter} --out NEW.jsonl, and compare those."
+    )

@@ -41,3 +41,26 @@ def test_a_file_without_a_grader_version_is_compared_with_a_warning(capsys, capl
     assert run_compare(capsys, *_files(tmp_path / "same", 2, 2))[0] == 0
     assert run_compare(capsys, *_files(tmp_path / "none", None, None))[0] == 0
     assert "grader" not in caplog.text
+
+
+def test_held_out_files_are_not_told_to_rerun_evaluate_which_refuses_them(capsys, caplog, tmp_path):
+    # A run resumed across the upgrade: heldout/step-0.jsonl has no version, step-400.jsonl has this one. evaluate.py
+    # refuses to append to a held-out file, so the fix is a new evaluation of that step's model.
+    base = write_records(tmp_path / "step-0.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), extra={"step": 0})
+    tuned = write_records(
+        tmp_path / "step-400.jsonl",
+        outcomes_from_counts([2, 2, 1, 3], 3),
+        extra={"step": 400, "grader_version": 2},
+    )
+    assert run_compare(capsys, base, tuned)[0] == 0
+    assert f"{base} records no grader version" in caplog.text
+    assert "Re-run the recipes/evaluate.py command that wrote" not in caplog.text
+    assert "recipes/evaluate.py RECIPE --split heldout --out" in caplog.text  # step 0: no adapter
+    older = write_records(
+        tmp_path / "step-100.jsonl",
+        outcomes_from_counts([1, 2, 0, 3], 3),
+        extra={"step": 100, "grader_version": 1},
+    )
+    err = run_compare(capsys, older, tuned)[2]
+    assert "Re-run the recipes/evaluate.py command" not in err
+    assert "--adapter OUTPUT_DIR/checkpoint-100" in err
