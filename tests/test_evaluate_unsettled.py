@@ -175,3 +175,20 @@ def test_records_an_older_grader_graded_are_graded_again_and_current_ones_left_a
     text = out.read_text()
     records, repair = read_records(out)
     assert regrade(out, records, repair, "hash") is repair and out.read_text() == text  # current: untouched
+
+
+def test_records_a_newer_grader_graded_are_not_graded_again_by_this_older_one(tmp_path):
+    """An older checkout (a notebook pinned to an earlier release) re-running the command rewrote a newer grader's
+    grades with its own: the file lost them, and then read as graded by the older version."""
+    from recipes.evaluation.generation import EvaluationError
+    from recipes.evaluation.records import read_records, regrade
+    from rewards.answers import GRADER_VERSION
+
+    newer = {**UNSETTLED, "unsettled": False, "correct": True, "grader_version": GRADER_VERSION + 1}
+    out = tmp_path / "base.jsonl"
+    out.write_text(json.dumps(newer) + "\n")
+    text = out.read_text()
+    records, repair = read_records(out)
+    with pytest.raises(EvaluationError, match=rf"grader version {GRADER_VERSION + 1}.*newer"):
+        regrade(out, records, repair, "hash")
+    assert out.read_text() == text

@@ -222,10 +222,15 @@ def _graded_fields(text: str, gold, style: str | None, patient: bool) -> dict:
 def regrade(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
     """Grade again, in place, the records whose grade was left unsettled or given by an older grader (from their
     saved completions), and rewrite ``path`` with them when there are any; returns the repair still to make before
-    appending."""
+    appending. Raises EvaluationError, touching nothing, when a newer grader graded some."""
     from rewards.answers import GRADER_VERSION
 
-    older = [r for r in records if r.get("grader_version", 1) != GRADER_VERSION]
+    if newer := sorted({v for r in records if (v := r.get("grader_version", 1)) > GRADER_VERSION}):
+        raise EvaluationError(
+            f"{path} was graded by grader version {'/'.join(map(str, newer))}, newer than this one "
+            f"({GRADER_VERSION}), whose grades would replace its: update grpo-recipes and rerun, or use a new --out file."
+        )
+    older = [r for r in records if r.get("grader_version", 1) < GRADER_VERSION]
     versions = sorted({r.get("grader_version", 1) for r in older})  # before the re-grade stamps the new one
     unsettled = [r for r in records if r.get("unsettled") or r.get("unsettled_lm_eval")]
     stale = {id(r): r for r in older + unsettled}.values()
