@@ -88,8 +88,10 @@ def render_plan(recipe, *, offload_optimizer: bool = False, sharding: str | None
 
     Args:
         recipe: A ``recipes.recipe.Recipe`` (its ``.name`` and ``.config`` are read).
-        offload_optimizer: Plan DeepSpeed ZeRO-2 with the optimizer in host RAM (:func:`offloads_optimizer`).
-        sharding: The launch's weight sharding (:func:`unmodelled_sharding`), named as not modelled.
+        offload_optimizer: Plan DeepSpeed ZeRO-2 with the optimizer in host RAM
+            (``recipes.planner.launch_config.offloads_optimizer``).
+        sharding: The launch's weight sharding (``recipes.planner.launch_config.unmodelled_sharding``), named as
+            not modelled.
 
     Raises:
         RecipeError: The model config cannot be read, or a value the formulas cannot take.
