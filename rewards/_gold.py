@@ -13,6 +13,7 @@ from rewards._parsing import (
     latex_from_snippet,
 )
 
+# Gold values that stand for a missing answer in hand-made data: a data error, not an answer to compare with.
 _PLACEHOLDERS = frozenset({"n/a", "na", "none", "null", "nan", "?", "-", "tbd", "unknown"})
 
 

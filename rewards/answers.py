@@ -93,7 +93,6 @@ def extract_answer(
     return found.answer if found else None
 
 
-# Gold values that stand for a missing answer in hand-made data: a data error, not an answer to compare with.
 _A_NUMBER = Gold("0", latex=False)  # what extract_answer reads against without a gold: GSM8K's kind
 
 
