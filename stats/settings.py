@@ -6,8 +6,8 @@ of ``data.system_prompt``) into every record. Greedy decoding, a longer token bu
 alone moves accuracy by points, so a difference in them would be read as the training's effect. Files that do not
 record a setting (records from other tools, or written before ``prompt_sha`` was recorded) are not checked on it.
 Records also carry ``grader_version``: two files graded by different versions are refused (re-running the older
-file's evaluate.py command grades it again; a held-out file of a training step is evaluated again into a new file),
-and a file without one gets a warning.
+file's evaluate.py command grades it again; a held-out file of a training step is evaluated again into a new file);
+evaluate.py's records without one were graded by version 1, and another tool's file without one gets a warning.
 """
 
 from __future__ import annotations
@@ -68,18 +68,30 @@ def _values(values: set) -> str:
 
 
 GRADER_KEY = "grader_version"
+# Keys only recipes/evaluate.py's records carry (lm-eval's two grades): a file of them without a grader_version was
+# graded before records carried one, by version 1, not by another tool.
+_OURS = ("correct_strict", "correct_lenient")
+
+
+def grader_versions(model: ModelRecords) -> set:
+    """The grader versions a file's records were graded by: 1 for evaluate.py's records written before they carried
+    one (``rewards.answers.GRADER_VERSION``'s first); empty for another tool's file that records none."""
+    versions = decoding_of(model, GRADER_KEY)
+    if not versions and any(key in r for r in model.records for key in _OURS):
+        return {1}
+    return versions
 
 
 def check_same_grader(baseline: ModelRecords, tuned: ModelRecords) -> list[str]:
     """Refuse two files graded by different grader versions (``rewards.answers.GRADER_VERSION``): the same
     completion can be right by one and wrong by the other, which would read as the training's effect. Returns a
-    warning when one file records no version (written before records carried one, or by another tool).
+    warning when one file records no version and is not evaluate.py's (another tool's: its grader is unknown).
 
     Raises:
         InputError: Both files record versions and they differ; the message names the fix.
     """
     models = {model.path: model for model in (baseline, tuned)}
-    versions = {path: decoding_of(model, GRADER_KEY) for path, model in models.items()}
+    versions = {path: grader_versions(model) for path, model in models.items()}
     if all(versions.values()) and versions[baseline.path] != versions[tuned.path]:
         older = min(versions, key=lambda path: max(versions[path]))
         raise InputError(
@@ -90,7 +102,7 @@ def check_same_grader(baseline: ModelRecords, tuned: ModelRecords) -> list[str]:
     if any(versions.values()) and not all(versions.values()):
         unknown = next(path for path, found in versions.items() if not found)
         return [
-            f"{unknown} records no grader version (written before records carried one, or by another tool), "
+            f"{unknown} records no grader version (written by another tool, or by an early evaluate.py), "
             "so its grades may come from another grader than the other file's. "
             + _regrade_fix(models[unknown])
         ]

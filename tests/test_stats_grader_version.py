@@ -64,3 +64,19 @@ def test_held_out_files_are_not_told_to_rerun_evaluate_which_refuses_them(capsys
     err = run_compare(capsys, older, tuned)[2]
     assert "Re-run the recipes/evaluate.py command" not in err
     assert "--adapter OUTPUT_DIR/checkpoint-100" in err
+
+
+def test_our_evaluators_file_from_before_grader_versions_is_version_1_and_refused(capsys, caplog, tmp_path):
+    # baseline.jsonl evaluated before the upgrade (evaluate.py's records, lm-eval grades and all, no version) against
+    # tuned.jsonl evaluated after it: "1 where absent" (docs/CONTRACTS.md), so two graders, refused as 1 vs 2.
+    ours = {"correct_strict": False, "correct_lenient": False}
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), extra=ours)
+    tuned = write_records(
+        tmp_path / "t.jsonl",
+        outcomes_from_counts([2, 2, 1, 3], 3),
+        extra={**ours, "grader_version": 2},
+    )
+    code, out, err = run_compare(capsys, base, tuned)
+    assert code == 2 and out == ""
+    assert f"{base} and {tuned} were graded by different grader versions (1 vs 2)" in err
+    assert f"Re-run the recipes/evaluate.py command that wrote {base}:" in err
