@@ -133,3 +133,16 @@ def test_a_launch_of_several_processes_gets_a_batch_trl_takes_with_its_generatio
     assert suggested
     batch = int(suggested[0].split("=")[1])
     assert 24 % (batch * 2) == 0, suggested
+
+
+def test_a_card_the_resident_part_alone_overflows_is_not_blamed_on_the_generation_batch():
+    # Llama 8B in bfloat16 on a T4: the weights alone (16 GiB) pass the card, whatever the generation batch.
+    from recipes.planner.fit import batch_advice
+
+    config = load_recipe("gsm8k_llama").config
+    card = dict(CARDS)["T4"]
+    plan = plan_memory(config)
+    assert plan.resident > card
+    advice = batch_advice(config, card)
+    assert "generated at once whatever the per-device batch" not in advice
+    assert "resident" in advice and "use a 4-bit recipe (model.quantization=4bit)" in advice

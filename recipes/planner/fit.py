@@ -91,6 +91,14 @@ def batch_advice(
             f"{' '.join(overrides)} fits and keeps the effective batch ({effective} completions per optimizer step "
             f"per device) and the generation batch ({generation})"
         )
+    resident = plan_memory(
+        recipe_config, model_config=model_config, offload_optimizer=offload_optimizer
+    ).resident
+    if resident > card_bytes:  # no batch at all fits: the weights, adapter and optimizer states pass the card
+        return (
+            f"No batch fits: the resident part alone (weights, adapter, optimizer states: {resident / 2**30:.1f} "
+            f"GiB) passes the card, so {no_trade(recipe_config)}"
+        )
     return (
         f"No smaller per-device batch fits with the same effective batch ({effective} completions per optimizer "
         f"step per device): the generation batch of {generation} sequences is generated at once whatever the "
