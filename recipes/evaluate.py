@@ -61,8 +61,8 @@ from recipes.evaluation.records import (
     record_settings,
     regrade,
     repair_end,
-    summary,
 )
+from recipes.evaluation.summary import summary
 from recipes.evaluation.trained_on import warn_if_other_data
 from recipes.recipe import load_recipe
 

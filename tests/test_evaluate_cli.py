@@ -13,7 +13,8 @@ from recipes.evaluate import main
 from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
 from recipes.evaluation.questions import eval_data, select_questions
-from recipes.evaluation.records import prompt_sha, read_records, summary
+from recipes.evaluation.records import prompt_sha, read_records
+from recipes.evaluation.summary import summary
 from recipes.recipe import load_recipe
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
 from stats.records import load_records

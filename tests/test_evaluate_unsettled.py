@@ -12,7 +12,8 @@ from _rewards_helpers import forget_grader_answers
 
 from recipes.evaluation import generation
 from recipes.evaluation.generation import Completion
-from recipes.evaluation.records import make_record, summary
+from recipes.evaluation.records import make_record
+from recipes.evaluation.summary import summary
 from rewards import _symbolic
 from tests._evaluate_helpers import lines, run
 
