@@ -1,5 +1,4 @@
-"""How much of a LoRA update survives being merged into a bf16 weight: why ``lora.merged_generation=auto`` merges
-only float32 weights.
+"""How much of a LoRA update a bf16 merge keeps: why lora.merged_generation=auto merges float32 weights only.
 
     python benchmarks/merge_rounding.py                  # a 4096 x 4096 projection, rank 16, a few seconds
 

@@ -1,7 +1,7 @@
 """Compare a baseline and a fine-tuned model on the same questions, paired and clustered by question.
 
-    python -m stats.compare BASELINE.jsonl TUNED.jsonl [--intersect] [--json] [--plot FILE.png]
-        [--swaps FILE.md] [--report FILE.txt] [--examples 3] [--seed 0] [--resamples 100000]
+    python -m stats.compare BASELINE.jsonl TUNED.jsonl [--intersect] [--different-decoding] [--json]
+        [--plot FILE.png] [--swaps FILE.md] [--report FILE.txt] [--examples 3] [--seed 0] [--resamples 100000]
 
 Input: the JSONL records of ``recipes/evaluate.py`` (one graded sample per line). Records that carry
 ``subject`` and ``level`` (MATH) also get the comparison per subject and per level. Samples the grader never
