@@ -1,6 +1,6 @@
 """Load and validate evaluation records (JSONL, one graded sample per line) and pair two models by question.
 
-The record schema is DESIGN.md section 4: required ``id`` (str), ``sample`` (int >= 0) and ``correct`` (bool);
+The record schema (docs/CONTRACTS.md, Evaluation): required ``id`` (str), ``sample`` (int >= 0) and ``correct`` (bool);
 optional ``subject`` (non-empty str) and ``level`` (int 1-5, or null when unknown), used by `stats.groups`, and
 ``unsettled`` (bool: true on a sample the grader never graded, whose ``correct`` is then false; `stats.unsettled`)
 are type-checked here; every other key is optional and passed through untouched.

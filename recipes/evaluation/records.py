@@ -1,6 +1,6 @@
 """Evaluation records on disk: read (refusing foreign files, repairing a crash's half line), check, write, summarise.
 
-One JSONL line per graded sample, the schema of DESIGN.md section 4; `recipes/evaluate.py` writes them and
+One JSONL line per graded sample, its schema in docs/CONTRACTS.md (Evaluation); `recipes/evaluate.py` writes them and
 `python -m stats.compare` reads them.
 
 ``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
@@ -175,7 +175,7 @@ def prompt_sha(system_prompt: str | None) -> str:
 def make_record(
     row: dict, sample: int, completion, style: str | None, settings: dict, *, patient: bool = True, **extra
 ) -> dict:
-    """One JSONL record (DESIGN.md section 4), graded by the training grader, with the run's settings.
+    """One JSONL record (docs/CONTRACTS.md, Evaluation), graded by the training grader, with the run's settings.
 
     ``patient``: comparisons get longer bounds (evaluate.py).
     Held-out evaluation during training passes False: it grades on the training process, which the other
