@@ -4,7 +4,11 @@
     python benchmarks/grpo_step.py gsm8k_llama --random-weights meta-llama/Llama-3.1-8B-Instruct --steps 5
     python benchmarks/grpo_step.py gsm8k_qwen trainer.use_vllm=true trainer.vllm_mode=colocate --steps 5
     python benchmarks/grpo_step.py gsm8k_qwen --random-weights Qwen/Qwen2.5-1.5B-Instruct --layers 4 --steps 1 \
-        --count-tensors --decode-steps 0 trainer.bf16=false   # CPU: the planner against live tensor bytes
+        --count-tensors --decode-steps 0 trainer.bf16=false trainer.per_device_train_batch_size=4 \
+        trainer.num_generations=4 trainer.gradient_accumulation_steps=1 trainer.max_completion_length=32 \
+        "rewards=[{name: correctness, reward: 5.0, min_tokens: 8, full_credit_tokens: 24}, {name: format}]"
+        # CPU: the planner against live tensor bytes, at a CPU-sized batch (docs/PERFORMANCE.md); the recipe's
+        # own batch (48 completions of 400 tokens) passed 17 GB of RAM on a CPU before its first step ended
 
 Runs N optimizer steps of a recipe (any ``section.key=value`` override) through the same ``build_trainer`` as
 ``recipes/run.py`` and prints one row per step. Phases come from TRL's own profiling (``profiling_context``:
