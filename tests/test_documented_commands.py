@@ -1,9 +1,9 @@
 """The command lines the docs write name real scripts, real recipes and options the scripts accept.
 
 Docs drift as code changes under them: an option renamed, a recipe removed, a script moved. Each command line in
-the README, docs/, notebooks/README.md, the recipes' headers and the runnable files' docstrings is read here, and
-its script, its recipe and every `--option` after the script are checked against the script's own `--help` (run
-once per script) and the recipe list. Nothing is trained: running the commands is a person's audit.
+the README, docs/, notebooks/README.md, the recipes' headers, the runnable files' docstrings and the GPU table
+script is read here, and its script, its recipe and every `--option` after the script are checked against the
+script's own `--help` (run once per script) and the recipe list. Nothing is trained: running them is an audit's job.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ RECIPES = sorted(p.stem for p in (REPO / "recipes").glob("*.yaml") if not p.stem
 
 def _documents() -> list:
     docs = [REPO / "README.md", REPO / "notebooks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    docs += sorted((REPO / "recipes").glob("*.yaml"))
+    docs += sorted((REPO / "recipes").glob("*.yaml")) + sorted((REPO / "benchmarks").glob("*.sh"))
     for folder in ("recipes", "benchmarks", "stats"):
         docs += sorted((REPO / folder).glob("*.py"))
     return docs
