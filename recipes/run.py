@@ -2,7 +2,7 @@
 
     accelerate launch -q recipes/run.py arith_tiny                   # offline CPU default that learns: minutes
     accelerate launch -q recipes/run.py gsm8k_tiny                   # offline plumbing check: seconds
-    accelerate launch -q recipes/run.py gsm8k_llama trainer.max_steps=800 checkpoint.uri=s3://bucket/runs/llama
+    accelerate launch -q recipes/run.py gsm8k_llama checkpoint.uri=s3://bucket/runs/llama  # synced to S3
     python recipes/run.py --list                                     # recipes and what they are for
     python recipes/run.py gsm8k_qwen --print                         # the resolved recipe, no training
     python recipes/run.py gsm8k_qwen --plan                          # expected GPU memory, no training
