@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from unittest import mock
 
+import common  # noqa: F401  (first: its log filters hold back a bitsandbytes hint that importing transformers logs)
+
+# isort: split
 import torch
 from tqdm import tqdm
 from transformers import TrainerCallback

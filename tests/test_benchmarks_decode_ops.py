@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
+from conftest import REPO
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,3 +53,14 @@ def test_layers_needs_a_random_weight_shape(capsys):
     with pytest.raises(SystemExit):
         main(["gsm8k_tiny", "--layers", "2"])
     assert "--layers takes a positive number and needs --random-weights" in capsys.readouterr().err
+
+
+def test_the_script_holds_back_the_bitsandbytes_cpu_kernel_hint_as_every_entry_point_does():
+    """Importing transformers before `common` let bitsandbytes' hint (on AVX512-BF16 CPUs: its optional 4-bit CPU
+    kernel was not fetched) open every `python benchmarks/decode_ops.py` run, --help included."""
+    result = subprocess.run(
+        [sys.executable, "benchmarks/decode_ops.py", "--help"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0 and result.stdout.startswith("usage: decode_ops.py"), result.stderr
+    assert "gemm_4bit_forward" not in result.stderr, result.stderr
