@@ -93,7 +93,8 @@ def check_same_grader(baseline: ModelRecords, tuned: ModelRecords) -> list[str]:
     models = {model.path: model for model in (baseline, tuned)}
     versions = {path: grader_versions(model) for path, model in models.items()}
     if all(versions.values()) and versions[baseline.path] != versions[tuned.path]:
-        older = min(versions, key=lambda path: max(versions[path]))
+        # The file holding the oldest version: a file partly graded by an older grader needs its re-grade.
+        older = min(versions, key=lambda path: min(versions[path]))
         raise InputError(
             f"{baseline.path} and {tuned.path} were graded by different grader versions "
             f"({_values(versions[baseline.path])} vs {_values(versions[tuned.path])}): the same answer can be "

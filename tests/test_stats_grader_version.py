@@ -80,3 +80,18 @@ def test_our_evaluators_file_from_before_grader_versions_is_version_1_and_refuse
     assert code == 2 and out == ""
     assert f"{base} and {tuned} were graded by different grader versions (1 vs 2)" in err
     assert f"Re-run the recipes/evaluate.py command that wrote {base}:" in err
+
+
+def test_a_file_partly_graded_by_an_older_grader_is_the_one_named_for_re_running(capsys, tmp_path):
+    """The tuned file holds versions 1 and 2, the baseline 2 alone: re-running the baseline's command would re-grade
+    nothing (all its records are current), so the fix names the tuned file, whichever side it is on."""
+    import json
+
+    base, tuned = _files(tmp_path, 2, 2)
+    records = [json.loads(line) for line in tuned.read_text().splitlines()]
+    records[0]["grader_version"] = 1
+    tuned.write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, _, err = run_compare(capsys, base, tuned)
+    assert code == 2 and "were graded by different grader versions (2 vs 1, 2)" in err
+    assert f"Re-run the recipes/evaluate.py command that wrote {tuned}:" in err
+    assert f"wrote {tuned}:" in run_compare(capsys, tuned, base)[2]
