@@ -40,6 +40,8 @@ def test_a_figure_space_groups_digits_as_the_other_typeset_spaces_do():
         ("2.5½", r"2.5\frac{1}{2}"),  # a decimal's digits are no whole part: not 2.(11/2)
         ("1,5½", r"1,5\frac{1}{2}"),  # nor a grouped number's
         ("1234567890123½", r"1234567890123\frac{1}{2}"),  # 13 digits: no whole part of its last 12
+        ("3 ½", r"\frac{7}{2}"),  # one space sets the parts of a mixed number apart
+        ("3  ½", r"3  \frac{1}{2}"),  # two do not, as "1  000" is no one number
     ],
 )
 def test_only_a_whole_number_before_a_fraction_makes_a_mixed_number(text, expected):
