@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rewards._typography import vulgar_fractions
+from rewards._typography import imaginary_unit, vulgar_fractions
 from rewards.answers import grade
 
 FIGURE_SPACE = "\u2007"
@@ -46,3 +46,18 @@ def test_a_figure_space_groups_digits_as_the_other_typeset_spaces_do():
 )
 def test_only_a_whole_number_before_a_fraction_makes_a_mixed_number(text, expected):
     assert vulgar_fractions(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("latex", "expected"),
+    [(r"(1+2) i", "(1+2)i"), (r"\sqrt{3} i", r"\sqrt{3}i"), ("5~i", "5i"), (r"5\:i", "5i"), (r"5\;i", "5i"),
+     (r"5\!i", "5i"), (r"5\ i", "5i"), (r"5 \cdot i", "5i"), (r"5\mathit{i}", "5i"), (r"5\textrm{i}", "5i"),
+     (r"5\textit{i}", "5i"), (r"5\operatorname{i}", "5i"), (r"5\mathrm{ i }", "5i"), (r"5 \mathrm {i}", "5i")],
+)  # fmt: skip
+def test_every_spelling_of_the_unit_set_apart_is_written_next_to_its_coefficient(latex, expected):
+    assert imaginary_unit(latex) == expected
+
+
+@pytest.mark.parametrize("latex", ["5 in", "5 is", "5 i.e. 6", "x i", r"5 \cdot j"])
+def test_a_word_after_a_number_or_an_i_after_a_letter_is_no_imaginary_unit(latex):
+    assert imaginary_unit(latex) == latex
