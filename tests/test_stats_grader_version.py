@@ -95,3 +95,13 @@ def test_a_file_partly_graded_by_an_older_grader_is_the_one_named_for_re_running
     assert code == 2 and "were graded by different grader versions (2 vs 1, 2)" in err
     assert f"Re-run the recipes/evaluate.py command that wrote {tuned}:" in err
     assert f"wrote {tuned}:" in run_compare(capsys, tuned, base)[2]
+
+
+def test_the_warning_names_the_file_without_a_grader_version_on_either_side(capsys, caplog, tmp_path):
+    base, tuned = _files(tmp_path, 2, None)
+    assert run_compare(capsys, base, tuned)[0] == 0
+    assert f"{tuned} records no grader version" in caplog.text and f"{base} records no" not in caplog.text
+    assert (
+        f"Re-run the recipes/evaluate.py command that wrote {tuned}: it grades the saved completions"
+        in caplog.text
+    )
