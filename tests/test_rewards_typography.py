@@ -61,3 +61,13 @@ def test_every_spelling_of_the_unit_set_apart_is_written_next_to_its_coefficient
 @pytest.mark.parametrize("latex", ["5 in", "5 is", "5 i.e. 6", "x i", r"5 \cdot j"])
 def test_a_word_after_a_number_or_an_i_after_a_letter_is_no_imaginary_unit(latex):
     assert imaginary_unit(latex) == latex
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "answer"),
+    [("#### 1 000.50", "1000.5", "1000.5"), ("#### +1 000", "1000", "1000"), ("The answer is 1 000.0.", "1000", "1000")],
+)  # fmt: skip
+def test_a_number_in_digit_groups_is_normalised_as_a_plain_one(text, gold, answer):
+    """A trailing zero and a plus sign go, as they do from 1,000.50 and +1,000: the grade compares canonical strings."""
+    graded = grade(text, gold)
+    assert graded.correct and graded.found.answer == answer
