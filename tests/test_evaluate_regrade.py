@@ -12,6 +12,7 @@ from recipes.evaluation.records import read_records, regrade
 from rewards.answers import GRADER_VERSION
 from tests._evaluate_helpers import lines
 
+META = {"model": "m"}  # make_record's run settings
 TYPESET = {"gold": "1000", "completion": "So she has 1 000 beads.\n#### 1 000"}  # right since version 2
 
 
@@ -74,9 +75,10 @@ def test_a_current_file_is_left_untouched_and_its_repair_handed_back(tmp_path, c
     assert out.read_text() == before and caplog.text == ""
 
 
-def test_an_unsettled_lenient_grade_alone_marks_the_lm_eval_grades_unsettled(monkeypatch, tmp_path):
+def test_an_unsettled_lenient_grade_alone_marks_the_lm_eval_grades_unsettled(monkeypatch, tmp_path, caplog):
     """The strict grade settled (the <answer> tag's 3: surely not 1/2) while the lenient one (the boxed 2/4) ran out
-    of time: correct_lenient read false for want of a verdict, which unsettled_lm_eval says; a re-grade settles it."""
+    of time: correct_lenient read false for want of a verdict, which unsettled_lm_eval says; a busy re-grade
+    counts it still unsettled, a quiet one settles it."""
     from math_verify.errors import TimeoutException
 
     from recipes.evaluation.generation import Completion
@@ -93,18 +95,27 @@ def test_an_unsettled_lenient_grade_alone_marks_the_lm_eval_grades_unsettled(mon
     monkeypatch.setattr(_symbolic, "_verify", verify)
     row = {"id": "q", "question": "Half?", "gold": r"\frac{1}{2}"}
     record = make_record(
-        row, 0, Completion(r"<answer>3</answer> Or is it \boxed{\frac{2}{4}}?", 9), "tags", {"model": "m"}
+        row, 0, Completion(r"<answer>3</answer> Or is it \boxed{\frac{2}{4}}?", 9), "tags", META
     )
     assert (record["correct_strict"], record["correct_lenient"], record["unsettled_lm_eval"]) == (
         False,
         False,
         True,
     )
+    # The other way round: the answer grade (boxed 3) settled, the strict one (the tag's 2/4) not.
+    strict = make_record(
+        row, 1, Completion(r"<answer>\frac{2}{4}</answer> Or is it \boxed{3}?", 9), "tags", META
+    )
+    assert ("unsettled" in strict, strict["unsettled_lm_eval"]) == (False, True)
     out = tmp_path / "out.jsonl"
-    _write(out, [record])
+    _write(out, [record, strict])
+    with caplog.at_level(logging.INFO, logger="recipes.evaluate"):
+        regrade(out, *read_records(out), "tags")  # still busy: both stay unsettled, and are counted so
+    assert f"{out}: graded 2 unsettled samples again: 0 settled, 2 still unsettled." in caplog.text
+    assert [r["unsettled_lm_eval"] for r in lines(out)] == [True, True]
     busy["on"] = False  # a quieter machine
     regrade(out, *read_records(out), "tags")
-    [again] = lines(out)
+    again, _ = lines(out)
     assert (again["correct_strict"], again["correct_lenient"], again["correct"]) == (False, True, True)
     assert "unsettled_lm_eval" not in again and "unsettled" not in again
 
