@@ -1,10 +1,10 @@
 """One evaluate.py run per --out file: a second one is refused, naming the first.
 
 A run resumes its file: it reads the records, grades again the unsettled ones and those an older grader graded
-(``records.regrade``, which rewrites the file, possibly minutes later) and appends the rest. Two runs on one file lost records: the rewrite
-replaced the file with what the second run had read, and the first run's later appends went to the file it
-replaced. The lock is ``flock`` on ``.<name>.lock`` beside the file, removed when the run ends; the system
-releases it when its process ends, however it ends.
+(``records.regrade``, which rewrites the file, possibly minutes later) and appends the rest. Two runs on one file
+lost records: the rewrite replaced the file with what the second run had read, and the first run's later appends
+went to the file it replaced. The lock is ``flock`` on ``.<name>.lock`` beside the file, removed when the run ends;
+the system releases it when its process ends, however it ends.
 """
 
 from __future__ import annotations
