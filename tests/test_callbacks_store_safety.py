@@ -9,8 +9,9 @@ import pytest
 from _callbacks_helpers import commit, make_checkpoint, prepare
 
 from callbacks.manifest import MANIFEST_NAME, build_manifest, seal_checkpoint
-from callbacks.remote import apply_retention, commit_checkpoint, quarantine_checkpoint, scan_remote
+from callbacks.remote import commit_checkpoint, quarantine_checkpoint, scan_remote
 from callbacks.resume import write_marker
+from callbacks.retention import apply_retention
 from callbacks.stores import FolderStore
 
 
