@@ -18,3 +18,21 @@ def run(capsys, *argv) -> tuple[int, str, str]:
 
 def lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def timing_out_verifier(monkeypatch) -> dict:
+    """math-verify comparisons in this process time out while the returned ``{"on": True}`` stays on (a busy
+    machine); set it to False for a quieter one."""
+    from math_verify.errors import TimeoutException
+
+    from rewards import _symbolic
+
+    real, busy = _symbolic._verify, {"on": True}
+
+    def verify(gold, pred):
+        if busy["on"]:
+            raise TimeoutException("Timeout during comparison")
+        return real(gold, pred)
+
+    monkeypatch.setattr(_symbolic, "_verify", verify)
+    return busy

@@ -10,7 +10,7 @@ import pytest
 
 from recipes.evaluation.records import read_records, regrade
 from rewards.answers import GRADER_VERSION
-from tests._evaluate_helpers import lines
+from tests._evaluate_helpers import lines, timing_out_verifier
 
 META = {"model": "m"}  # make_record's run settings
 TYPESET = {"gold": "1000", "completion": "So she has 1 000 beads.\n#### 1 000"}  # right since version 2
@@ -80,20 +80,10 @@ def test_an_unsettled_lenient_grade_alone_marks_the_lm_eval_grades_unsettled(mon
     """The strict grade settled (the <answer> tag's 3: surely not 1/2) while the lenient one (the boxed 2/4) ran out
     of time: correct_lenient read false for want of a verdict, which unsettled_lm_eval says; a busy re-grade
     counts it still unsettled, a quiet one settles it."""
-    from math_verify.errors import TimeoutException
-
     from recipes.evaluation.generation import Completion
     from recipes.evaluation.records import make_record
-    from rewards import _symbolic
 
-    real, busy = _symbolic._verify, {"on": True}
-
-    def verify(gold, pred):
-        if busy["on"]:
-            raise TimeoutException("Timeout during comparison")
-        return real(gold, pred)
-
-    monkeypatch.setattr(_symbolic, "_verify", verify)
+    busy = timing_out_verifier(monkeypatch)
     row = {"id": "q", "question": "Half?", "gold": r"\frac{1}{2}"}
     record = make_record(
         row, 0, Completion(r"<answer>3</answer> Or is it \boxed{\frac{2}{4}}?", 9), "tags", META

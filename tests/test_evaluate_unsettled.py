@@ -15,7 +15,7 @@ from recipes.evaluation.generation import Completion
 from recipes.evaluation.records import make_record
 from recipes.evaluation.summary import summary
 from rewards import _symbolic
-from tests._evaluate_helpers import lines, run
+from tests._evaluate_helpers import lines, run, timing_out_verifier
 
 MATRIX, OTHER = r"\begin{pmatrix} 2 \\ 9 \end{pmatrix}", r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}"
 ANSWER = Completion(rf"So $A = \boxed{{{MATRIX}}}$.", 12)
@@ -79,18 +79,9 @@ def test_a_rerun_grades_unsettled_samples_again_without_generating(busy, tmp_pat
 def test_an_unsettled_strict_or_lenient_grade_is_marked_and_graded_again(monkeypatch, tmp_path):
     """The answer grade settled (boxed 3: surely not 1/2) while the strict one (the <answer> tag's 2/4) ran out of
     time: correct_strict read false, with nothing in the record to say so, and a re-run never graded it again."""
-    from math_verify.errors import TimeoutException
-
     from recipes.evaluation.records import read_records, regrade
 
-    real, busy = _symbolic._verify, {"on": True}
-
-    def verify(gold, pred):
-        if busy["on"]:
-            raise TimeoutException("Timeout during comparison")
-        return real(gold, pred)
-
-    monkeypatch.setattr(_symbolic, "_verify", verify)
+    busy = timing_out_verifier(monkeypatch)
     row = {"id": "q", "question": "Half?", "gold": r"\frac{1}{2}"}
     text = Completion(r"<answer>\frac{2}{4}</answer> Or is it \boxed{3}?", 9)
     record = make_record(row, 0, text, "tags", {"model": "m"})
