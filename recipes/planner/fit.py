@@ -21,6 +21,11 @@ from recipes.planner.memory import plan_memory, section
 from recipes.planner.shapes import load_model_config
 
 
+def _effective(t: dict) -> int:
+    """Completions per optimizer step per device: the batch the overrides keep."""
+    return t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
+
+
 def no_trade(recipe_config: dict) -> str:
     """What a plan no trade fits is told to do: its resident weights or its generation phase overflow the card."""
     four_bit = section(recipe_config, "model")["quantization"] == "4bit"
@@ -33,9 +38,9 @@ def same_batch_overrides(
     """The ``trainer.*`` overrides with the largest per-device batch that fits ``card_bytes`` while keeping the
     effective batch (B x GA per device) and the generation batch; None when no smaller batch does.
 
-    Each candidate is checked as TRL checks it, over the launch's processes (the generation batch, derived from the overridden settings as
-    ``GRPOConfig`` derives it, is the old one, so it still holds whole groups) and planned: the overrides returned,
-    applied to the recipe, plan as fitting.
+    Each candidate is checked as TRL checks it, over the launch's processes (the generation batch, derived from the
+    overridden settings as ``GRPOConfig`` derives it, is the old one, so it still holds whole groups) and planned:
+    the overrides returned, applied to the recipe, plan as fitting.
 
     >>> from recipes.recipe import load_recipe
     >>> config = load_recipe("gsm8k_qwen").config  # 12 x 4 completions per step, planned at 20.26 GiB
@@ -43,13 +48,13 @@ def same_batch_overrides(
     ['trainer.per_device_train_batch_size=8', 'trainer.gradient_accumulation_steps=6']
     """
     t = section(recipe_config, "trainer")
-    batch, accumulation = t["per_device_train_batch_size"], t["gradient_accumulation_steps"]
+    batch = t["per_device_train_batch_size"]
     generation = generation_schedule(t, processes=1)[0]  # per device, as the planner plans it
     # GRPOConfig checks the launch's generation batch, over all its processes: a generation_batch_size must be
     # divisible by B x processes, which B dividing it does not make so with several processes.
     processes = world_size()
     launch_generation = generation_schedule(t, processes)[0]
-    effective = batch * accumulation
+    effective = _effective(t)
     if model_config is None:
         model_config = load_model_config(section(recipe_config, "model"))
     for smaller in (b for b in range(batch - 1, 0, -1) if effective % b == 0):
@@ -81,7 +86,7 @@ def batch_advice(
     """What to run instead of a plan over ``card_bytes``: the overrides of :func:`same_batch_overrides`, said with
     the batches they keep, or why none fits and what does."""
     t = section(recipe_config, "trainer")
-    effective = t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
+    effective = _effective(t)
     generation = generation_schedule(t, processes=1)[0]
     overrides = same_batch_overrides(
         recipe_config, card_bytes, model_config=model_config, offload_optimizer=offload_optimizer
@@ -113,7 +118,7 @@ def refit_lines(recipe_config: dict, cards, *, model_config, offload_optimizer: 
     if not over:
         return []
     t = section(recipe_config, "trainer")
-    effective = t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
+    effective = _effective(t)
     title = (
         f"Cards it does not fit, at the same effective batch ({effective} completions per optimizer step per "
         f"device) and generation batch ({plan.generation_batch}):"
