@@ -63,7 +63,7 @@ def summarize(records: list[dict], step: int, reward: float | None) -> dict:
         "samples": len(records) // len(per_question),
         "unparseable": sum(r["pred"] is None for r in records) / len(records),
         # Samples whose grade the grader never settled (records.py): left out of the accuracy.
-        "unsettled": sum(bool(r.get("unsettled")) for r in records),
+        "unsettled": sum(u for *_, u in per_question.values()),
         "mean_tokens": sum(r["n_tokens"] for r in records) / len(records),
         "reward": reward,
         "records": f"heldout/step-{step}.jsonl",
