@@ -10,7 +10,7 @@ import pytest
 from _rewards_helpers import busy_grader, forget_grader_answers
 
 from rewards import _symbolic, _verifier
-from rewards.answers import Graded, grade, is_correct, strict_correct
+from rewards.answers import Graded, grade, strict_correct
 from rewards.correctness import Correctness
 
 MATRIX = r"\begin{pmatrix} 2 \\ 9 \end{pmatrix}"
@@ -33,7 +33,8 @@ def busy(monkeypatch, fresh):
 def test_a_grader_process_timeout_is_unsettled_and_a_patient_grade_settles_it(monkeypatch, fresh):
     """The real grader process: a request past REQUEST_TIMEOUT_S was a plain no match, indistinguishable from a
     wrong answer in an evaluation record."""
-    assert is_correct(r"\boxed{[-2, 7]}", "[-2, 7]")  # the grader process is up
+    # The grader process is up: patiently, as a busy machine (the full suite) can take the reward's 10 s to start it.
+    assert grade(r"\boxed{[-2, 7]}", "[-2, 7]", patient=True).correct
     monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.0)  # no answer can come in time
     graded = grade(TEXT, MATRIX)
     assert (graded.correct, graded.settled) == (False, False)
@@ -94,7 +95,8 @@ def test_a_patient_grade_asks_the_grader_process_once_with_its_longer_bounds(mon
     """A first try with the reward's bounds cost evaluation REQUEST_TIMEOUT_S and a restart of the grader process
     (killed on the timeout, and its remembered parses with it) before every patient one that was needed."""
     other = r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}"
-    assert is_correct(rf"\boxed{{{other}}}", other)  # the grader process is up (a matrix is compared there)
+    # The grader process is up (a matrix is compared there); patiently, as a busy machine can take 10 s to start it.
+    assert grade(rf"\boxed{{{other}}}", other, patient=True).correct
     pid = _verifier.CLIENT._process.pid
     monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.0)  # a reward-bounded try could never answer
     graded = grade(TEXT, MATRIX, patient=True)
