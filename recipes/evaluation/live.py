@@ -15,8 +15,11 @@ import contextlib
 from dataclasses import dataclass
 
 from recipes.evaluation.generation import Decoding, HFGenerator, derive_seed, plan_batches, prompt_token_ids
-from recipes.evaluation.records import make_record
+from recipes.evaluation.records import make_record, settle_patiently
 from recipes.merged_lora import merged_lora
+
+# Seconds each process may spend grading again, patiently, what its reward-bounded grades left unsettled.
+SETTLE_BUDGET_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,8 @@ def evaluate_live(trainer, plan: HeldoutPlan, step: int) -> list[dict]:
                 if i < real:
                     records += [
                         {
-                            # The reward's bounds: a patient retry (a minute per answer) stalls every process.
+                            # The reward's bounds: a patient grade of each (a minute per answer at worst) would
+                            # stall every process; settle_patiently below gives the few that run out more time.
                             **make_record(
                                 plan.rows[q], k, c, plan.style, plan.settings, patient=False, engine="hf"
                             ),
@@ -130,6 +134,10 @@ def evaluate_live(trainer, plan: HeldoutPlan, step: int) -> list[dict]:
         finally:
             tokenizer.padding_side = padding_side
             model.train(was_training)
+    # A grade that ran out of time in a busy moment is graded again with patient bounds, within a budget: left
+    # unsettled, it would be left out of the step's accuracy, and the few answers that run out are not a random
+    # sample of them.
+    settle_patiently(records, plan.style, SETTLE_BUDGET_S)
     if state.num_processes > 1:
         records = gather_object(records)
     order = {(row["id"], k): i for i, row in enumerate(plan.rows) for k in range(plan.samples)}

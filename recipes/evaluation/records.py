@@ -5,8 +5,8 @@ One JSONL line per graded sample, its schema in docs/CONTRACTS.md (Evaluation); 
 
 ``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
 time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even with longer
-bounds (evaluate.py's; held-out evaluation during training keeps the reward's: longer ones would hold up every
-process of the run). Its ``correct`` is false for want of a verdict, not because the answer was found
+bounds (evaluate.py's; held-out evaluation during training keeps the reward's first, since every process of the
+run waits for it, and grades again with longer ones within a budget: ``settle_patiently``). Its ``correct`` is false for want of a verdict, not because the answer was found
 wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and ``correct_lenient`` are graded the same
 way and read false when unsettled, which ``"unsettled_lm_eval": true`` marks (their answer may differ
 from the grade's). ``"grader_version"`` is the grader's (``rewards.answers.GRADER_VERSION``; 1 where a record has
@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 from recipes.atomic import write_text_atomically
@@ -179,7 +180,8 @@ def make_record(
 
     ``patient``: comparisons get longer bounds (evaluate.py).
     Held-out evaluation during training passes False: it grades on the training process, which the other
-    processes wait for, so it keeps the reward's bounds and marks what runs out unsettled at once.
+    processes wait for, so it keeps the reward's bounds, marks what runs out unsettled at once, and grades those
+    again with ``settle_patiently``.
     """
     text = completion.text
     return {
@@ -218,6 +220,25 @@ def _graded_fields(text: str, gold, style: str | None, patient: bool) -> dict:
     }
 
 
+def _grade_again(record: dict, style: str | None) -> None:
+    """Grade a record again from its saved completion, patiently, in place."""
+    record.pop("unsettled", None)
+    record.pop("unsettled_lm_eval", None)
+    record.update(_graded_fields(record["completion"], record["gold"], style, patient=True))
+
+
+def settle_patiently(records: list[dict], style: str | None, budget_s: float) -> None:
+    """Grade again, patiently and in place, the records a reward-bounded grade left unsettled (a busy moment),
+    until ``budget_s`` seconds have passed (the last comparison may overrun it by its own bound). Held-out evaluation: its first grade keeps the reward's bounds, since every process
+    waits for it, and this second pass settles the few that ran out without a minute's wait per answer."""
+    deadline = time.monotonic() + budget_s
+    for record in records:
+        if record.get("unsettled") or record.get("unsettled_lm_eval"):
+            if time.monotonic() >= deadline:
+                break
+            _grade_again(record, style)
+
+
 def regrade(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
     """Grade again, in place, the records whose grade was left unsettled or given by an older grader (from their
     saved completions), and rewrite ``path`` with them when there are any; returns the repair still to make before
@@ -234,9 +255,7 @@ def regrade(path: Path, records: list[dict], repair: str | None, style: str | No
     unsettled = [r for r in records if r.get("unsettled") or r.get("unsettled_lm_eval")]
     stale = {id(r): r for r in older + unsettled}.values()
     for record in stale:
-        record.pop("unsettled", None)
-        record.pop("unsettled_lm_eval", None)
-        record.update(_graded_fields(record["completion"], record["gold"], style, patient=True))
+        _grade_again(record, style)
     if not stale:
         return repair
     write_text_atomically(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
