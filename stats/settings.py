@@ -5,8 +5,8 @@ prompts or two graders.
 of ``data.system_prompt``) into every record. Greedy decoding, a longer token budget or another system prompt
 alone moves accuracy by points, so a difference in them would be read as the training's effect. Files that do not
 record a setting (records from other tools, or written before ``prompt_sha`` was recorded) are not checked on it.
-Records also carry ``grader_version``: two files graded by different versions are refused (re-running the older
-file's evaluate.py command grades it again; a held-out file of a training step is evaluated again into a new file);
+Records also carry ``grader_version``: two files graded by different versions are refused (recipes/regrade.py
+grades the older file again, evaluate.py's files and the held-out records of a training step alike);
 evaluate.py's records without one were graded by version 1, and another tool's file without one gets a warning.
 """
 
@@ -98,32 +98,22 @@ def check_same_grader(baseline: ModelRecords, tuned: ModelRecords) -> list[str]:
         raise InputError(
             f"{baseline.path} and {tuned.path} were graded by different grader versions "
             f"({_values(versions[baseline.path])} vs {_values(versions[tuned.path])}): the same answer can be "
-            f"right by one and wrong by the other. " + _regrade_fix(models[older])
+            f"right by one and wrong by the other: " + _regrade_fix(models[older])
         )
     if any(versions.values()) and not all(versions.values()):
         unknown = next(path for path, found in versions.items() if not found)
         return [
             f"{unknown} records no grader version (written by another tool, or by an early evaluate.py), "
-            "so its grades may come from another grader than the other file's. "
+            "so its grades may come from another grader than the other file's. If grpo-recipes wrote it, "
             + _regrade_fix(models[unknown])
+            + "; another tool's file is best evaluated again with recipes/evaluate.py"
         ]
     return []
 
 
 def _regrade_fix(model: ModelRecords) -> str:
-    """How to have ``model``'s file graded by this grader: re-run its evaluate.py command, or, for the held-out
-    records of a training step (which evaluate.py refuses to touch), evaluate that step's model into a new file."""
-    steps = sorted({r["step"] for r in model.records if r.get("step") is not None})
-    if not steps:
-        return (
-            f"Re-run the recipes/evaluate.py command that wrote {model.path}: it grades the saved completions again "
-            "with this grader, generating nothing."
-        )
-    adapter = (
-        f" --adapter OUTPUT_DIR/checkpoint-{steps[-1]}" if steps[-1] else ""
-    )  # step 0: the model untrained
+    """How to have ``model``'s file graded by this grader: recipes/regrade.py, from its saved completions."""
     return (
-        f"{model.path} holds held-out records (training step {', '.join(map(str, steps))}), which evaluate.py does "
-        f"not grade again: evaluate that step's model into a new file, python recipes/evaluate.py RECIPE --split "
-        f"heldout{adapter} --out NEW.jsonl, and compare those."
+        f"grade it again with this grader, from its saved completions (no model, no generation): python "
+        f"recipes/regrade.py {model.path}"
     )

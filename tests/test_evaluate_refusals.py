@@ -140,6 +140,22 @@ def test_resuming_checks_the_system_prompt_but_resumes_files_written_before_it_w
         check_resumable(written, other_settings, tmp_path / "base.jsonl")
 
 
+def test_records_carry_the_answer_style_and_resuming_checks_it(tmp_path):
+    """format_ok and the strict grade depend on the recipe's answer style: recipes/regrade.py reads it back."""
+    from recipes.evaluation.generation import decoding_for
+    from recipes.evaluation.records import check_resumable, format_style, record_settings
+
+    recipe = load_recipe("gsm8k_tiny")
+    decoding = decoding_for(recipe.config["trainer"], None, None, 16, samples=2)
+    settings = record_settings(recipe, None, 0, "test", "samples/gsm8k_test_sample.jsonl", decoding)
+    assert settings["answer_style"] == format_style(recipe.config["rewards"]) == "hash"
+    written = [{"id": "gsm8k-test-00001", "sample": 0, "correct": False, **settings, "answer_style": "tags"}]
+    with pytest.raises(EvaluationError, match=r"answer_style: file has 'tags', this run 'hash'"):
+        check_resumable(written, settings, tmp_path / "base.jsonl")
+    older = [{k: v for k, v in record.items() if k != "answer_style"} for record in written]
+    check_resumable(older, settings, tmp_path / "base.jsonl")  # written before it was recorded
+
+
 def test_an_adapter_of_another_base_model_is_refused_naming_that_base(tmp_path, capsys):
     """The refusal said only "Set model.name_or_path to the adapter's base model", not which one that is."""
     from peft import LoraConfig, get_peft_model

@@ -35,7 +35,7 @@ RECORD_KEYS = ("id", "sample", "correct")
 # Row columns a record keeps when the task has them.
 BREAKDOWN_KEYS = ("subject", "level")
 # Settings older evaluators did not record: a file without one is resumed (there is nothing to compare it with).
-LATER_SETTINGS = ("prompt_sha",)
+LATER_SETTINGS = ("prompt_sha", "answer_style")
 
 
 def _record(path: Path, lineno: int, line: str) -> dict:
@@ -155,6 +155,8 @@ def record_settings(
         "split": split,
         "source": source,
         "prompt_sha": prompt_sha(recipe.config["data"]["system_prompt"]),
+        # What format_ok and lm-eval's strict grade were read in: recipes/regrade.py grades them again so.
+        "answer_style": format_style(recipe.config["rewards"]),
         **dataclasses.asdict(decoding),
     }
 
@@ -239,6 +241,17 @@ def settle_patiently(records: list[dict], style: str | None, budget_s: float) ->
             _grade_again(record, style)
 
 
+def stale_records(records: list[dict]) -> list[dict]:
+    """The records ``regrade`` grades again: those an older grader graded or left unsettled."""
+    from rewards.answers import GRADER_VERSION
+
+    return [
+        r
+        for r in records
+        if r.get("grader_version", 1) < GRADER_VERSION or r.get("unsettled") or r.get("unsettled_lm_eval")
+    ]
+
+
 def regrade(path: Path, records: list[dict], repair: str | None, style: str | None) -> str | None:
     """Grade again, in place, the records whose grade was left unsettled or given by an older grader (from their
     saved completions), and rewrite ``path`` with them when there are any; returns the repair still to make before
@@ -253,7 +266,7 @@ def regrade(path: Path, records: list[dict], repair: str | None, style: str | No
     older = [r for r in records if r.get("grader_version", 1) < GRADER_VERSION]
     versions = sorted({r.get("grader_version", 1) for r in older})  # before the re-grade stamps the new one
     unsettled = [r for r in records if r.get("unsettled") or r.get("unsettled_lm_eval")]
-    stale = {id(r): r for r in older + unsettled}.values()
+    stale = stale_records(records)
     for record in stale:
         _grade_again(record, style)
     if not stale:
