@@ -89,4 +89,9 @@ def exit_status(command: Callable[[], object], interrupted: str | None = None) -
             raise
         print(f"\ninterrupted: {interrupted}", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of stdout is gone (``| head``): it has what it wanted. Python's documented recipe: stdout to
+        # devnull, so the interpreter's last flush does not raise again; the status a shell gives SIGPIPE.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return 0

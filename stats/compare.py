@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from common.cli import non_negative, positive
+from common.errors import exit_status
 from stats._io import IMAGE_SUFFIXES, MARK, check_output_path, write_text_atomic
 from stats.analysis import compare_models
 from stats.groups import compare_groups, group_labels
@@ -178,12 +179,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: cannot write output: {err}", file=sys.stderr)
         return 1
-    print(
+    report = (
         json.dumps(to_json(comparison), indent=2, allow_nan=False) if args.json else format_text(comparison)
     )
+    # exit_status: a reader that stops early (``| head``) ends the command quietly, not in a traceback.
+    return exit_status(lambda: _say(report, outputs))
+
+
+def _say(report: str, outputs: dict) -> None:
+    print(report)
     for path in filter(None, outputs.values()):
         print(f"wrote {path}", file=sys.stderr)
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from common.errors import exit_status
 from stats._io import IMAGE_SUFFIXES, check_output_path, save_figure_atomic
 from stats.heldout_curves import draw_heldout
 from stats.heldout_history import HeldoutHistory, heldout_table, load_heldout
@@ -201,13 +202,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         print(f"error: cannot write {out}: {err}", file=sys.stderr)
         return 1
+    # exit_status: a reader that stops early (``| head``) ends the command quietly, not in a traceback.
+    return exit_status(lambda: _say(summary, out))
+
+
+def _say(summary: dict, out: Path) -> None:
     marks = ", ".join(map(str, summary["checkpoints"])) or "none found"
     print(f"read {summary['source']} ({summary['entries']} log entries); checkpoints at steps: {marks}")
     if summary["missing"]:
         print(f"not logged (panels say so): {', '.join(summary['missing'])}")
     print(heldout_table(summary["heldout"]))
     print(f"wrote {out}")
-    return 0
 
 
 if __name__ == "__main__":

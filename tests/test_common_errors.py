@@ -9,6 +9,26 @@ import pytest
 from common.errors import UserError, exit_status, say_error
 
 
+@pytest.mark.parametrize("module", ["stats.compare", "stats.curves"])
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, module):
+    """``python -m stats.compare a b | head -3`` ended in a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    from _stats_helpers import outcomes_from_counts, write_records, write_trainer_state
+
+    a = write_records(tmp_path / "a.jsonl", outcomes_from_counts([1, 2, 0, 3], 3))
+    b = write_records(tmp_path / "b.jsonl", outcomes_from_counts([2, 2, 1, 3], 3))
+    write_trainer_state(tmp_path / "run" / "trainer_state.json", list(range(1, 13)))
+    arguments = [str(a), str(b)] if module == "stats.compare" else [str(tmp_path / "run")]
+    command = [sys.executable, "-m", module, *arguments]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process.stdout.close()  # the reader is gone before the report is written
+    stderr = process.stderr.read()
+    assert process.wait(timeout=120) == 141
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
 def test_exit_status_turns_user_errors_and_ctrl_c_into_messages(capsys):
     def fails():
         raise UserError("trainer.max_steps in recipe.yaml must be a positive integer, got 0.")
