@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
-from conftest import REPO
 
 SMALL = ["gsm8k_tiny", "--questions", "2", "--samples", "2", "--max-new-tokens", "4", "--batch-sizes", "1,4",
          "--engines", "hf"]  # fmt: skip
@@ -13,12 +10,11 @@ SMALL = ["gsm8k_tiny", "--questions", "2", "--samples", "2", "--max-new-tokens",
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "evaluate_throughput", REPO / "benchmarks" / "evaluate_throughput.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    # Imported as the package's module: loaded from its file path, the script's own sys.path[0] fix replaced this
+    # process's first path entry (tests/), and later tests could no longer import their plug-ins (_plugins).
+    from benchmarks import evaluate_throughput
+
+    return evaluate_throughput
 
 
 def test_benchmark_times_every_batch_size_on_the_same_work(bench):
