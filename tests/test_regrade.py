@@ -82,6 +82,10 @@ def test_a_style_other_than_the_recorded_one_is_refused(tmp_path, capsys):
     code, err = _run(capsys, path, "--style", "tags")
     assert code == 2 and path.read_bytes() == before
     assert "graded in answer style hash, and --style tags would grade their format_ok" in err
+    current = _write(
+        tmp_path / "current.jsonl", [_record("q1", PLAIN, "12")]
+    )  # nothing to grade: refused all the same
+    assert _run(capsys, current, "--style", "tags")[0] == 2
 
 
 def test_held_out_step_records_are_graded_again(tmp_path, capsys):
@@ -141,3 +145,18 @@ def test_a_newer_graders_file_and_a_file_being_written_are_refused_untouched(tmp
 def test_a_missing_file_is_named(tmp_path, capsys):
     code, err = _run(capsys, tmp_path / "nope.jsonl")
     assert code == 2 and f"{tmp_path / 'nope.jsonl'}: no such file" in err
+
+
+def test_a_file_of_several_styles_or_none_is_refused_untouched(tmp_path, capsys):
+    mixed = _write(
+        tmp_path / "mixed.jsonl",
+        [{**_record("q1", PLAIN, "12", "hash"), "grader_version": 1}, _record("q2", PLAIN, "12", None)],
+    )
+    before = mixed.read_bytes()
+    code, err = _run(capsys, mixed)
+    assert code == 2 and mixed.read_bytes() == before
+    assert f"{mixed} holds records graded in several answer styles (any, hash); left untouched." in err
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert _run(capsys, empty) == (2, f"error: {empty} holds no evaluation records; nothing to grade.\n")
+    assert empty.read_text() == ""
