@@ -130,7 +130,7 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
     import torch
 
     from recipes.checks import check_environment
-    from recipes.planner.fit import same_batch_overrides
+    from recipes.planner.fit import fitting_overrides
     from recipes.planner.memory import plan_memory
     from recipes.planner.on_card import FP16_OVERRIDES, bf16_problem
     from recipes.planner.shapes import load_model_config
@@ -169,7 +169,7 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
     fits = plan.fits(card.total_memory) if purpose == "train" else needed <= card.total_memory
     if not fits:
         refit = (
-            same_batch_overrides(recipe.config, card.total_memory, model_config=model_config)
+            fitting_overrides(recipe.config, card.total_memory, model_config=model_config)
             if purpose == "train"
             else None
         )
@@ -177,8 +177,8 @@ def check_runtime(recipe, *, purpose: str = "train") -> str:
         # user's to edit), so the fix names that list and the strings to add to it.
         quoted = ", ".join(f'"{o}"' for o in refit or ())
         smaller = (
-            f"Add {quoted} to overrides in the parameters cell (the same effective batch in more accumulation "
-            "steps), or c"
+            f"Add {quoted} to overrides in the parameters cell (they keep the effective batch and the generation "
+            "batch), or c"
             if refit
             else "C"
         )

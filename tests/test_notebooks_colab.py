@@ -160,7 +160,8 @@ def test_too_small_gpu_stops_with_overrides_that_fit_and_keep_the_effective_batc
     config = load_recipe("gsm8k_llama", overrides).config
     card = fake_gpu(monkeypatch, plan_memory(config).peak(80 * GIB) / GIB - 1, name="small")
     with pytest.raises(
-        colab.ColabError, match=r"to overrides in the parameters cell \(the same effective batch"
+        colab.ColabError,
+        match=r"to overrides in the parameters cell \(they keep the effective batch and the generation batch\)",
     ) as error:
         colab.check_runtime(load_recipe("gsm8k_llama", overrides))
     added = re.search(r'Add ((?:"trainer\.\w+=\d+"(?:, )?)+) to overrides', str(error.value)).group(1)

@@ -146,3 +146,40 @@ def test_a_card_the_resident_part_alone_overflows_is_not_blamed_on_the_generatio
     advice = batch_advice(config, card)
     assert "generated at once whatever the per-device batch" not in advice
     assert "resident" in advice and "use a 4-bit recipe (model.quantization=4bit)" in advice
+
+
+VLLM = "trainer.use_vllm=true"  # colocated, at the recipe's share of 0.3
+
+
+def test_a_colocated_vllm_share_that_cannot_hold_vllm_gets_the_share_that_fits(caplog):
+    """gsm8k_llama with vLLM on an A100 40GB fits at a share of 0.44 (--plan's share table says so); the lines of
+    the cards it does not fit, and the launch-time warning, said to use a 4-bit recipe or a larger GPU."""
+    recipe = load_recipe("gsm8k_llama", [VLLM])
+    card = dict(CARDS)["A100-40GB"]
+    assert not plan_memory(recipe.config).fits(card)
+    assert "  A100-40GB: trainer.vllm_gpu_memory_utilization=0.44\n" in render_plan(recipe)
+    assert plan_memory(
+        load_recipe("gsm8k_llama", [VLLM, "trainer.vllm_gpu_memory_utilization=0.44"]).config
+    ).fits(card)
+    assert "trainer.vllm_gpu_memory_utilization=0.44 fits and keeps the effective batch" in warning_for(
+        caplog, "gsm8k_llama", [VLLM], "A100-40GB"
+    )
+
+
+def test_a_share_and_a_smaller_batch_together_when_neither_fits_alone():
+    from recipes.planner.fit import fitting_overrides
+
+    overrides = [VLLM, NO_CHECKPOINTING]
+    recipe = load_recipe("gsm8k_llama", overrides)
+    card = dict(CARDS)["A100-40GB"]
+    fix = fitting_overrides(recipe.config, card)
+    assert fix[0] == "trainer.vllm_gpu_memory_utilization=0.44" and len(fix) == 3
+    assert not plan_memory(load_recipe("gsm8k_llama", [*overrides, fix[0]]).config).fits(
+        card
+    )  # the share alone
+    fitted = load_recipe("gsm8k_llama", [*overrides, *fix])
+    assert plan_memory(fitted.config).fits(card)
+    assert trl_batches(fitted) == trl_batches(recipe)
+    # At the smallest share already, it is not named again: only the batch changes.
+    at_smallest = load_recipe("gsm8k_llama", [*overrides, "trainer.vllm_gpu_memory_utilization=0.44"])
+    assert fitting_overrides(at_smallest.config, card) == fix[1:]
