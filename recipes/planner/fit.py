@@ -11,7 +11,9 @@ phase (KV cache, prefill workspace) with G, the resident part with neither.
 So a plan over a card is fitted by trading B for accumulation steps at a constant B x GA: the training phase
 shrinks, and G stays the same (B x GA when ``steps_per_generation`` is left to its default; pinned to its old value
 when the recipe sets it), and with it the prompts per generation, their groups and the checkpoint cycle. What no
-trade shrinks, the resident part and the generation phase, is left to a 4-bit recipe or a larger card.
+trade shrinks, the resident part and the generation phase, is left to a 4-bit recipe or a larger card. A colocated
+vLLM's share of the card (``vllm_gpu_memory_utilization``) changes nothing the run learns either: where it is what
+does not fit, the share that holds vLLM comes first.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def fitting_overrides(
     share, config = [], recipe_config
     low, high = plan.vllm_share_range(card_bytes)
     current = t["vllm_gpu_memory_utilization"]
-    if plan.vllm == "colocate" and not low <= current <= high and current != low < 1:
+    if plan.vllm == "colocate" and not low <= current <= high and low < 1 and current != low:
         share = [f"trainer.vllm_gpu_memory_utilization={low:g}"]
         config = {**recipe_config, "trainer": {**t, "vllm_gpu_memory_utilization": low}}
         if plan_memory(config, model_config=model_config, offload_optimizer=offload_optimizer).fits(
