@@ -37,6 +37,7 @@ MAY_CHANGE = (
     "checkpoint.uri",
     "checkpoint.endpoint_url",
     "checkpoint.every_steps",
+    "trainer.save_steps",  # the runner's copy of checkpoint.every_steps (recipes/recipe.py), not a key of its own
     "checkpoint.resume",
     "checkpoint.overwrite",
     "checkpoint.keep_last",

@@ -213,6 +213,7 @@ def test_changed_keys_ignore_what_a_continued_run_may_change():
             "trainer.beta=0.1",
             "trainer.output_dir=elsewhere",
             "checkpoint.uri=/mnt/drive",
+            "checkpoint.every_steps=8",  # before, refused as trainer.save_steps, the runner's copy of it
         ],
     ).config
     assert changed_keys(before, after) == ["trainer.beta: 0.0 -> 0.1"]
