@@ -39,6 +39,13 @@ class RecipeGRPOTrainer(GRPOTrainer):
         if compiled_generation:  # TRL builds its generation config with compiling switched off
             compile_generation(self.generation_config, self.accelerator.device.type, static_cache_tokens)
 
+    def _init_training_state(self, max_steps, *args, **kwargs):
+        resumed = super()._init_training_state(max_steps, *args, **kwargs)
+        # A resumed state brings the checkpoint's save and logging intervals, which the trainer would follow over
+        # the recipe's: a continued run may change both (recipes/rerun.py, MAY_CHANGE).
+        self.state.compute_steps(self.args, max_steps)
+        return resumed
+
     def _generate_single_turn(self, *args, **kwargs):
         merge = self.merged_generation and not (self.use_vllm or self.use_transformers_continuous_batching)
         # Compiled, the merged copies keep their addresses from one generation to the next (CUDA graphs).

@@ -204,6 +204,18 @@ def test_raising_max_steps_continues_the_run(finished, tmp_path):
     assert len(STEP_LINE.findall(result.stdout + result.stderr)) == 2  # steps 5 and 6 only
 
 
+def test_a_continued_run_logs_and_saves_at_its_new_intervals(finished, tmp_path):
+    """Before, the trainer took both intervals from the checkpoint's trainer_state.json: the run logged every step
+    and saved checkpoint-6, though checkpoint.every_steps and trainer.logging_steps may change (MAY_CHANGE)."""
+    out = _copy(finished, tmp_path)
+    result = run(out, "trainer.max_steps=8", "checkpoint.every_steps=4", "trainer.logging_steps=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert (state["save_steps"], state["logging_steps"]) == (4, 2)
+    assert len(STEP_LINE.findall(result.stdout + result.stderr)) == 2  # steps 6 and 8 only
+    assert "checkpoint-6" not in result.stderr
+
+
 def test_changed_keys_ignore_what_a_continued_run_may_change():
     before = load_recipe("gsm8k_tiny").config
     after = load_recipe(
