@@ -32,7 +32,17 @@ MAY_CHANGE = (
     "heldout.stop_on_alarm",
     "heldout.patience",
     "trainer.logging_steps",
+    "trainer.logging_first_step",
+    "trainer.log_level",
+    "trainer.log_completions",
+    "trainer.num_completions_to_print",
+    "trainer.disable_tqdm",
     "trainer.report_to",
+    "trainer.project",  # the tracker's project, run name and Space: where the logs go
+    "trainer.run_name",
+    "trainer.trackio_space_id",
+    "trainer.ddp_timeout",  # how long processes wait for each other (the README's fix for a 30-minute hang)
+    "trainer.save_total_limit",  # local checkpoints kept, as checkpoint.keep_last is for the store's
     "trainer.output_dir",
     "checkpoint.uri",
     "checkpoint.endpoint_url",

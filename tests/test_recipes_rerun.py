@@ -231,6 +231,21 @@ def test_changed_keys_ignore_what_a_continued_run_may_change():
     assert changed_keys(before, after) == ["trainer.beta: 0.0 -> 0.1"]
 
 
+@pytest.mark.parametrize(
+    "override",
+    [
+        "trainer.project=mine",
+        "trainer.run_name=second",
+        "trainer.log_completions=true",
+        "trainer.ddp_timeout=300",
+    ],
+)
+def test_logging_and_waiting_may_change_too(override):
+    """Before, these were refused, though the README lets a continued run change how it logs (trainer.project is
+    its advice for Trackio) and suggests trainer.ddp_timeout after a hang, which is when a run is launched again."""
+    assert changed_keys(load_recipe("gsm8k_tiny").config, load_recipe("gsm8k_tiny", [override]).config) == []
+
+
 def test_a_recipe_saved_by_an_earlier_version_still_matches():
     """recipe.yaml files written before renamed trainer keys were left out hold their old names (at GRPOConfig's
     defaults), and a run resolved without a base recipe had activation_checkpointing null: both continue."""
