@@ -5,8 +5,9 @@
 Before the first step (step 0: the model before training, the baseline every later step is read against),
 every ``every_steps`` steps and at the end, the policy answers the same held-out questions with the same seeds
 (recipes/evaluation/live.py). Records go to ``OUTPUT_DIR/heldout/step-N.jsonl`` (evaluate.py's schema, so
-``python -m stats.compare`` compares any two steps); ``heldout/accuracy`` and its 95% interval go to the
-trainer's log (trainer_state.json, and any ``report_to`` tracker); the history (``heldout/history.json``, and a
+``python -m stats.compare`` compares any two steps; every checkpoint carries the records so far, and resume puts
+them back); ``heldout/accuracy`` and its 95% interval go to the trainer's log (trainer_state.json, and any
+``report_to`` tracker); the history (``heldout/history.json``, and a
 copy in every checkpoint as ``heldout.json``, which its manifest covers and which resume reads back) keeps
 each evaluation's per-question counts for the alarm's paired tests and for ``python -m stats.curves``.
 
@@ -28,7 +29,7 @@ from callbacks.alarms import AlarmSettings, check_alarms
 from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
 from callbacks.plateau import plateaued
 from common.ranking import best_text
-from recipes.atomic import write_text_atomically
+from recipes.atomic import copy_file_atomically, write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.intervals import accuracy_interval
 
@@ -82,6 +83,7 @@ class HeldoutCallback(TrainerCallback):
         stop_on_alarm: End the run (saving a checkpoint first) when an alarm fires.
         patience: End the run after this many evaluations without a new best (None: never).
         history: The resumed run's history (None: a new run).
+        records_from: The resumed checkpoint, whose ``heldout/`` folder holds the records of that history.
     """
 
     def __init__(
@@ -94,10 +96,12 @@ class HeldoutCallback(TrainerCallback):
         stop_on_alarm: bool = False,
         patience: int | None = None,
         history: dict | None = None,
+        records_from: str | Path | None = None,
     ):
         self.plan, self.output_dir, self.every_steps = plan, Path(output_dir), every_steps
         self.alarms, self.stop_on_alarm, self.patience = alarms, stop_on_alarm, patience
         self.history = history or empty_history()
+        self.records_from = Path(records_from) if records_from else None
         self.trainer: Trainer | None = None
 
     def attach(self, trainer: Trainer) -> None:
@@ -109,6 +113,7 @@ class HeldoutCallback(TrainerCallback):
         this run's history does not hold (a crashed launch evaluated past the checkpoint this one resumes from,
         and its ``step-N.jsonl`` would pass for this run's)."""
         self._move_stale_records(state)
+        self._restore_records(state)
         if state.global_step == 0 and not self.history["evaluations"]:
             entry = self._evaluate(state, 0)
             entry["saved"] = False  # the base model: no checkpoint, never OUTPUT_DIR/best
@@ -130,6 +135,18 @@ class HeldoutCallback(TrainerCallback):
             "Moved %d held-out records file(s) of evaluations past the resumed step to %s: %s",
             len(stale), aside, ", ".join(sorted(f.name for f in stale)),
         )  # fmt: skip
+
+    def _restore_records(self, state) -> None:
+        """Put back the resumed history's records from its checkpoint: a run resumed from the store on another
+        machine (a new Colab runtime) has no ``heldout/step-N.jsonl`` of its own to compare. The checkpoint's copy
+        wins over a local one that differs (a crashed launch's evaluation at a step the history holds)."""
+        if not state.is_world_process_zero or not self.records_from:
+            return
+        for entry in self.history["evaluations"]:
+            saved, here = self.records_from / entry["records"], self.output_dir / entry["records"]
+            if saved.is_file() and not (here.is_file() and here.read_bytes() == saved.read_bytes()):
+                here.parent.mkdir(parents=True, exist_ok=True)
+                copy_file_atomically(saved, here)
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
@@ -188,6 +205,11 @@ class HeldoutCallback(TrainerCallback):
             folder = self.output_dir / f"checkpoint-{state.global_step}"
             history = history_until(self.history, state.global_step)
             write_text_atomically(folder / HISTORY_NAME, json.dumps(history))
+            # And its records, so that a run resumed elsewhere can still compare any two steps (stats.compare).
+            for entry in history["evaluations"]:
+                if (records := self.output_dir / entry["records"]).is_file():
+                    (folder / entry["records"]).parent.mkdir(parents=True, exist_ok=True)
+                    copy_file_atomically(records, folder / entry["records"])
 
     def _reward_since(self, log_history: list[dict]) -> float | None:
         """The mean training reward since the previous evaluation: the logged steps, and the steps not logged yet.

@@ -68,4 +68,5 @@ def heldout_callback(
         stop_on_alarm=heldout["stop_on_alarm"],
         patience=heldout["patience"],
         history=resume_past_stop(history) if history else None,
+        records_from=resume_from,
     )

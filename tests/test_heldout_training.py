@@ -162,3 +162,17 @@ def test_a_held_out_plateau_ends_the_run_after_patience_evaluations(tmp_path):
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 8
     assert "Ending the run at step 8, saving checkpoint-8 first" in result.stderr
     assert "held-out step 0: accuracy 0.0%" in result.stderr and "the model before training" in result.stderr
+
+
+def test_a_run_resumed_from_the_store_elsewhere_still_has_every_steps_records(tmp_path):
+    """Before, the records stayed on the machine that evaluated: after a lost runtime, the new folder had no
+    step-0.jsonl, and `stats.compare step-0.jsonl step-N.jsonl` (the README's question) could not be asked."""
+    out, store = tmp_path / "run", tmp_path / "store"
+    overrides = [f"trainer.output_dir={out}", f"checkpoint.uri={store}", "checkpoint.every_steps=2"]
+    train(load_recipe("gsm8k_tiny", [*overrides, "trainer.max_steps=4"]))
+    made = {step: (out / "heldout" / f"step-{step}.jsonl").read_bytes() for step in (0, 2, 4)}
+    assert (store / "checkpoint-4" / "heldout" / "step-0.jsonl").read_bytes() == made[0]
+    subprocess.run(["rm", "-r", str(out)], check=True)  # the lost runtime's disk
+    train(load_recipe("gsm8k_tiny", [*overrides, "trainer.max_steps=6"]))
+    assert {step: (out / "heldout" / f"step-{step}.jsonl").read_bytes() for step in (0, 2, 4)} == made
+    compare(out / "heldout" / "step-0.jsonl", out / "heldout" / "step-6.jsonl")
