@@ -38,9 +38,10 @@ def _read_state(path: Path) -> dict:
 def load_trainer_state(output_dir: str | Path) -> tuple[Path, dict]:
     """Load the most advanced ``trainer_state.json`` of a training run.
 
-    Candidates are ``output_dir/trainer_state.json`` and the newest ``checkpoint-*/trainer_state.json``
-    (highest step number, not newest file time); the one with the larger ``global_step`` wins, the top-level
-    file on a tie.
+    Candidates are ``output_dir/trainer_state.json`` and the newest ``checkpoint-*/trainer_state.json`` that reads
+    (highest step number, not newest file time): a checkpoint being saved, or cut off by a kill during its save,
+    has none yet or a partial one, and the one before it still holds the log. The one with the larger
+    ``global_step`` wins, the top-level file on a tie.
 
     Args:
         output_dir: The training output folder (or a single checkpoint folder).
@@ -49,19 +50,28 @@ def load_trainer_state(output_dir: str | Path) -> tuple[Path, dict]:
         The chosen path and its parsed content.
 
     Raises:
-        InputError: The folder or any trainer_state.json is missing, or the chosen one is malformed.
+        InputError: The folder is missing, or no trainer_state.json there reads (the message names the first).
     """
     output_dir = Path(output_dir)
     if not output_dir.is_dir():
         raise InputError(f"{output_dir} is not a folder: expected a training output_dir.")
-    candidates = [output_dir / "trainer_state.json"]
-    steps = checkpoint_steps(output_dir)
-    if steps:
-        candidates.append(output_dir / f"checkpoint-{steps[-1]}" / "trainer_state.json")
-    found = [(path, _read_state(path)) for path in candidates if path.is_file()]
+    newest_first = [
+        output_dir / f"checkpoint-{step}" / "trainer_state.json"
+        for step in reversed(checkpoint_steps(output_dir))
+    ]
+    found, problems = [], []
+    for paths in ([output_dir / "trainer_state.json"], newest_first):  # the first of each that reads
+        for path in (path for path in paths if path.is_file()):
+            try:
+                found.append((path, _read_state(path)))
+                break
+            except InputError as e:
+                problems.append(e)
+    if not found and problems:
+        raise problems[0]
     if not found:
         raise InputError(
-            f"No trainer_state.json in {output_dir} or its newest checkpoint-* folder: is this a training "
+            f"No trainer_state.json in {output_dir} or its checkpoint-* folders: is this a training "
             "output_dir? The Trainer writes it at every checkpoint save and at the end of training."
         )
     return max(found, key=lambda item: item[1].get("global_step") or 0)

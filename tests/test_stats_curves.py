@@ -33,6 +33,16 @@ def test_top_level_state_wins_when_it_is_further_along(run_dir):
     assert load_trainer_state(run_dir)[0] == run_dir / "trainer_state.json"
 
 
+def test_a_checkpoint_cut_off_in_its_save_gives_way_to_the_one_before(run_dir):
+    """Before, a run killed while saving checkpoint-12 (no trainer_state.json yet) or checkpoint-11 (a partial one)
+    had no curves: the newest checkpoint folder was the only one read."""
+    (run_dir / "checkpoint-11").mkdir()
+    (run_dir / "checkpoint-11" / "trainer_state.json").write_text('{"log_history": [')
+    (run_dir / "checkpoint-12").mkdir()
+    (run_dir / "checkpoint-12" / "adapter_model.safetensors").write_bytes(b"\0" * 8)
+    assert load_trainer_state(run_dir)[0] == run_dir / "checkpoint-10" / "trainer_state.json"
+
+
 def test_series_drop_nan_none_and_missing_values(run_dir):
     history = load_trainer_state(run_dir)[1]["log_history"]
     reward = metric_series(history, "reward")
