@@ -47,6 +47,17 @@ def test_a_row_without_a_question_is_named(tmp_path, question, found, task):
         load(file, task)
 
 
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_json_array_file_is_named_as_one_with_the_conversion(tmp_path, indent):
+    """Before: "line 1 is not a JSON object with named fields", or pretty-printed, "line 1 is not valid JSON"."""
+    file = tmp_path / "train.json"
+    file.write_text(json.dumps(rows(3), indent=indent))
+    with pytest.raises(
+        DataError, match=r"train.json holds a JSON array .*JSON Lines.*to_json\('train.jsonl'"
+    ):
+        load(file)
+
+
 def test_text_that_is_not_utf8_is_named_and_a_bom_is_read(tmp_path):
     file = tmp_path / "train.jsonl"
     file.write_bytes('{"question": "Caf\u00e9 bill: 2 + 2?", "answer": 4}\n'.encode("latin-1") * 2)

@@ -114,6 +114,13 @@ def check_jsonl(file: Path) -> None:
                 ) from None
             if not line.strip():
                 continue
+            # A row is an object: this is one JSON array, not JSONL. dtype=False: pandas would read "007" as 7.
+            if empty and line.lstrip().startswith("["):
+                raise DataError(
+                    f"{file} holds a JSON array ([{{...}}, ...]); data files are JSON Lines, one object per line: "
+                    f"convert it, e.g. python -c \"import pandas as p; p.read_json('{file.name}', dtype=False).to_json("
+                    f"'{file.stem}.jsonl', orient='records', lines=True)\""
+                )
             empty = False
             try:
                 # Without its line end: a string cut short would report the newline as an invalid character.
