@@ -128,8 +128,15 @@ def finished_step(recipe: Recipe, resume_from: str | None) -> int | None:
     if not resume_from or recipe.config["checkpoint"]["resume"] != "latest":
         return None  # an explicit checkpoint is the user's choice to train on past a stop
     checkpoint = Path(resume_from)
-    step = json.loads((checkpoint / "trainer_state.json").read_text())["global_step"]
-    return step if step >= recipe.config["trainer"]["max_steps"] or stopped_early(checkpoint) else None
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    # max_steps -1 trains trainer.num_train_epochs (every step is past -1): the trainer recorded how many steps
+    # that takes, which a continued run keeps (it cannot change the epochs nor the data).
+    last = (
+        recipe.config["trainer"]["max_steps"]
+        if recipe.config["trainer"]["max_steps"] > 0
+        else state["max_steps"]
+    )
+    return state["global_step"] if state["global_step"] >= last or stopped_early(checkpoint) else None
 
 
 def restart_over_final_adapter(recipe: Recipe, resume_from: str | None) -> str | None:

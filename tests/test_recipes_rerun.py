@@ -13,7 +13,7 @@ from conftest import REPO
 
 from callbacks.manifest import MANIFEST_NAME, local_checkpoint_problems
 from recipes.recipe import RecipeError, load_recipe
-from recipes.rerun import changed_keys, keep_final_adapter
+from recipes.rerun import changed_keys, finished_step, keep_final_adapter
 
 pytestmark = pytest.mark.slow
 ARGS = ["trainer.max_steps=4", "checkpoint.every_steps=2"]
@@ -214,6 +214,14 @@ def test_a_continued_run_logs_and_saves_at_its_new_intervals(finished, tmp_path)
     assert (state["save_steps"], state["logging_steps"]) == (4, 2)
     assert len(STEP_LINE.findall(result.stdout + result.stderr)) == 2  # steps 6 and 8 only
     assert "checkpoint-6" not in result.stderr
+
+
+@pytest.mark.parametrize(("step", "finished"), [(2, None), (4, 4)])
+def test_a_run_trained_by_epochs_is_finished_at_its_last_step_not_at_any(tmp_path, step, finished):
+    """With trainer.max_steps=-1, a run stopped at checkpoint-2 of 4 was "already finished at step 2"."""
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": step, "max_steps": 4}))
+    recipe = load_recipe("gsm8k_tiny", ["trainer.max_steps=-1", "trainer.num_train_epochs=1"])
+    assert finished_step(recipe, str(tmp_path)) == finished
 
 
 def test_changed_keys_ignore_what_a_continued_run_may_change():
