@@ -79,6 +79,12 @@ def model_card(recipe, log_history: list[dict], output_dir: str, history: dict |
     """
     model, data, trainer = recipe.config["model"], recipe.config["data"], recipe.config["trainer"]
     step, metrics = final_metrics(log_history)
+    # max_steps -1: the run trains num_train_epochs instead, and has no step count of its own to show.
+    planned = (
+        f"of {trainer['max_steps']} steps"
+        if trainer["max_steps"] > 0
+        else f"steps (trainer.num_train_epochs {trainer['num_train_epochs']:g})"
+    )
     rewards = ", ".join(spec.get("name") or spec.get("path") for spec in recipe.config["rewards"])
     from common.hub import card_front_matter
 
@@ -98,7 +104,7 @@ def model_card(recipe, log_history: list[dict], output_dir: str, history: dict |
         f"- Data: task `{data['task']}`, source `{data['source']}`, split `{data['split']}`",
         f"- Rewards: {rewards}",
         (
-            f"- Training: {step if step is not None else '?'} of {trainer['max_steps']} steps, learning rate "
+            f"- Training: {step if step is not None else '?'} {planned}, learning rate "
             f"{trainer['learning_rate']:g}, {trainer['num_generations']} completions per prompt, "
             f"beta {trainer['beta']:g}"
         ),

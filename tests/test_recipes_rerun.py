@@ -69,6 +69,18 @@ def test_the_model_card_gives_every_rewards_mean_a_plugins_too():
     ]
 
 
+def test_the_model_card_of_a_run_trained_by_epochs_counts_no_negative_steps():
+    """With trainer.max_steps=-1 the card said "Training: 4 of -1 steps"."""
+    from recipes.model_card import model_card
+
+    by_epochs = load_recipe("gsm8k_tiny", ["trainer.max_steps=-1", "trainer.num_train_epochs=2"])
+    card = model_card(by_epochs, [{"step": 4, "reward": 0.5}], "outputs/run")
+    assert "- Training: 4 steps (trainer.num_train_epochs 2), learning rate" in card
+    assert "- Training: 4 of 8 steps," in model_card(
+        load_recipe("gsm8k_tiny"), [{"step": 4, "reward": 0.5}], "x"
+    )
+
+
 def test_the_model_card_says_when_the_run_stopped_early_and_the_adapter_is_not_the_best():
     from recipes.model_card import heldout_lines
 
