@@ -50,57 +50,6 @@ def test_the_model_card_names_the_base_recipe_data_and_final_metrics(finished):
     assert "Held-out accuracy (4 questions x 2 samples, never trained on): " in card
 
 
-def test_the_model_card_gives_every_rewards_mean_a_plugins_too():
-    from recipes.model_card import final_metrics
-
-    logged = {
-        "step": 8,
-        "reward": 0.5,
-        "rewards/correctness/mean": 0.4,
-        "rewards/brevity/mean": -0.2,
-        "kl": 0.01,
-    }
-    step, metrics = final_metrics([{"step": 9, "heldout/accuracy": 0.3}, logged])
-    assert step == 8 and list(metrics.items()) == [
-        ("mean total reward (weighted)", 0.5),
-        ("mean brevity reward", -0.2),
-        ("mean correctness reward", 0.4),
-        ("KL to the base", 0.01),
-    ]
-
-
-def test_the_model_card_of_a_run_trained_by_epochs_counts_no_negative_steps():
-    """With trainer.max_steps=-1 the card said "Training: 4 of -1 steps"."""
-    from recipes.model_card import model_card
-
-    by_epochs = load_recipe("gsm8k_tiny", ["trainer.max_steps=-1", "trainer.num_train_epochs=2"])
-    card = model_card(by_epochs, [{"step": 4, "reward": 0.5}], "outputs/run")
-    assert "- Training: 4 steps (trainer.num_train_epochs 2), learning rate" in card
-    assert "- Training: 4 of 8 steps," in model_card(
-        load_recipe("gsm8k_tiny"), [{"step": 4, "reward": 0.5}], "x"
-    )
-
-
-def test_the_model_card_says_when_the_run_stopped_early_and_the_adapter_is_not_the_best():
-    from recipes.model_card import heldout_lines
-
-    entry = {"questions": 50, "samples": 4}
-    history = {
-        "evaluations": [{**entry, "step": 20, "accuracy": 0.3}, {**entry, "step": 40, "accuracy": 0.25}],
-        "stopped": {"step": 40, "reason": "no new best in 1 evaluations"},
-        "alarms": [{"kind": "kl_spike", "steps": [20, 40], "message": "kl rose 9x"}],
-    }
-    text = "\n".join(heldout_lines(history, "outputs/run"))
-    assert "Alarm kl_spike at step 40: kl rose 9x" in text
-    assert (
-        "Held-out accuracy (50 questions x 4 samples, never trained on): 25.0% at step 40; best 30.0% at step 20."
-        in text
-    )
-    assert "The run ended early at step 40: no new best in 1 evaluations." in text
-    assert "This adapter is the final one (step 40), not the best: `outputs/run/best` names the best" in text
-    assert heldout_lines(None, "outputs/run") == []
-
-
 def test_every_saved_checkpoint_is_sealed_with_a_manifest_that_verifies(finished):
     for step in (2, 4):
         folder = finished / f"checkpoint-{step}"
