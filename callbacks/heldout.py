@@ -138,13 +138,14 @@ class HeldoutCallback(TrainerCallback):
 
     def _restore_records(self, state) -> None:
         """Put back the resumed history's records from its checkpoint: a run resumed from the store on another
-        machine (a new Colab runtime) has no ``heldout/step-N.jsonl`` of its own to compare. The checkpoint's copy
-        wins over a local one that differs (a crashed launch's evaluation at a step the history holds)."""
+        machine (a new Colab runtime) has no ``heldout/step-N.jsonl`` of its own to compare. A local file is kept:
+        it is this machine's record of that evaluation, possibly graded again since (recipes/regrade.py), which the
+        checkpoint's older copy would undo."""
         if not state.is_world_process_zero or not self.records_from:
             return
         for entry in self.history["evaluations"]:
             saved, here = self.records_from / entry["records"], self.output_dir / entry["records"]
-            if saved.is_file() and not (here.is_file() and here.read_bytes() == saved.read_bytes()):
+            if saved.is_file() and not here.exists():
                 here.parent.mkdir(parents=True, exist_ok=True)
                 copy_file_atomically(saved, here)
 

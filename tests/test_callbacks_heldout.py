@@ -147,3 +147,29 @@ def test_evaluations_must_fall_on_every_checkpoint():
     ):
         load_recipe("arith_tiny", ["heldout.enabled=false", "heldout.patience=2"])
     assert load_recipe("arith_tiny", ["heldout.enabled=false"])
+
+
+def test_resume_puts_back_the_checkpoints_records_and_keeps_the_local_ones(tmp_path):
+    """A new runtime gets every evaluated step's records from the checkpoint; a local file (graded again by
+    recipes/regrade.py, say) is not replaced by the checkpoint's older copy."""
+    from types import SimpleNamespace
+
+    from callbacks.heldout import HeldoutCallback
+
+    checkpoint, out = tmp_path / "checkpoint-4", tmp_path / "out"
+    (checkpoint / "heldout").mkdir(parents=True)
+    for step in (0, 2, 4):
+        (checkpoint / "heldout" / f"step-{step}.jsonl").write_text(f'{{"step": {step}}}\n')
+    (out / "heldout").mkdir(parents=True)
+    (out / "heldout" / "step-2.jsonl").write_text('{"step": 2, "regraded": true}\n')
+    history = {
+        **empty_history(),
+        "evaluations": [{"step": s, "records": f"heldout/step-{s}.jsonl"} for s in (0, 2, 4)],
+    }
+    callback = HeldoutCallback(None, out, 2, None, history=history, records_from=checkpoint)
+    callback._restore_records(SimpleNamespace(is_world_process_zero=True))
+    assert {f.name: f.read_text() for f in (out / "heldout").iterdir()} == {
+        "step-0.jsonl": '{"step": 0}\n',
+        "step-2.jsonl": '{"step": 2, "regraded": true}\n',
+        "step-4.jsonl": '{"step": 4}\n',
+    }
