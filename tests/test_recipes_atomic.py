@@ -1,0 +1,60 @@
+"""Atomic files and folders: the old version or the whole new one, never half of either, and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from recipes.atomic import copy_file_atomically, write_folder_atomically, write_text_atomically
+
+
+def test_a_text_file_is_replaced_whole_in_a_folder_made_for_it(tmp_path):
+    path = tmp_path / "new" / "records.jsonl"
+    write_text_atomically(path, "first\n")
+    write_text_atomically(path, "second ünïcode\n")
+    assert path.read_text(encoding="utf-8") == "second ünïcode\n"
+    assert os.listdir(path.parent) == ["records.jsonl"]  # no temporary left beside it
+
+
+def test_a_copy_keeps_the_bytes_and_times_and_leaves_no_temporary(tmp_path):
+    source, target = tmp_path / "recipe.yaml", tmp_path / "out" / "recipe.yaml"
+    source.write_bytes(b"model: {}\n")
+    os.utime(source, (1_000_000, 1_000_000))
+    target.parent.mkdir()
+    target.write_bytes(b"old")
+    copy_file_atomically(source, target)
+    assert target.read_bytes() == b"model: {}\n" and target.stat().st_mtime == 1_000_000
+    assert os.listdir(target.parent) == ["recipe.yaml"]
+
+
+def test_a_folder_appears_whole_with_the_usual_permissions(tmp_path):
+    seen = []
+
+    def save(tmp):
+        seen.append(tmp)
+        assert tmp.parent == tmp_path / "runs" and tmp.name.startswith(".merged-")
+        (tmp / "sub").mkdir()
+        (tmp / "sub" / "model.safetensors").write_bytes(b"weights")
+
+    umask = os.umask(0o022)
+    try:
+        folder = write_folder_atomically(tmp_path / "runs" / "merged", save)
+    finally:
+        os.umask(umask)
+    assert folder == tmp_path / "runs" / "merged" and not seen[0].exists()
+    assert (folder / "sub" / "model.safetensors").read_bytes() == b"weights"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # not mkdtemp's 0700
+    assert stat.S_IMODE((folder / "sub" / "model.safetensors").stat().st_mode) == 0o644
+    assert os.listdir(tmp_path / "runs") == ["merged"]
+
+
+def test_a_failed_save_leaves_neither_the_folder_nor_its_temporary(tmp_path):
+    def save(tmp):
+        (tmp / "half.bin").write_bytes(b"half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_folder_atomically(tmp_path / "merged", save)
+    assert os.listdir(tmp_path) == []
