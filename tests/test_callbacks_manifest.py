@@ -105,6 +105,10 @@ def test_local_checkpoint_must_match_its_step_and_its_manifest(tmp_path):
             b'{"format": "grpo-recipes-checkpoint/1", "files": {"a": {"size": "1"}}}',
             "m.json has no valid file list",
         ),
+        (  # one good entry does not vouch for the others
+            b'{"format": "grpo-recipes-checkpoint/1", "files": {"a": {"size": 1, "sha256": "00"}, "b": {"size": 1}}}',
+            "m.json has no valid file list",
+        ),
     ],
 )
 def test_parse_manifest_rejects_unusable_manifests(data, reason):
