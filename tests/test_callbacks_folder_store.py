@@ -1,0 +1,61 @@
+"""A folder store's writes: on disk (fsync) before they take their name, a missing object named as such, and
+moves that leave no empty folders behind."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from callbacks import stores
+from callbacks.errors import CheckpointError
+from callbacks.stores import FolderStore
+
+
+@pytest.fixture
+def synced(monkeypatch):
+    """Record, per os.replace, how many bytes of its source had been fsynced before it took the new name (small
+    files: Python buffers their bytes until a flush)."""
+    fsynced, renamed = {}, []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        fsynced[os.readlink(f"/proc/self/fd/{fd}")] = os.fstat(fd).st_size
+        real_fsync(fd)
+
+    def replace(src, dst):
+        renamed.append((os.path.basename(dst), fsynced.get(str(src))))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(stores.os, "fsync", fsync)
+    monkeypatch.setattr(stores.os, "replace", replace)
+    return renamed
+
+
+def test_writes_and_copies_are_on_disk_before_they_take_their_name(tmp_path, synced):
+    store = FolderStore(tmp_path / "drive")
+    store.write_bytes("checkpoint-1/manifest.json", b"x" * 100)
+    (tmp_path / "optimizer.pt").write_bytes(b"y" * 200)
+    store.upload(tmp_path / "optimizer.pt", "checkpoint-1/optimizer.pt")
+    store.download("checkpoint-1/optimizer.pt", tmp_path / "back.pt")
+    assert synced == [("manifest.json", 100), ("optimizer.pt", 200), ("back.pt", 200)]
+
+
+def test_downloading_a_missing_object_names_it_and_writes_nothing(tmp_path):
+    store = FolderStore(tmp_path / "drive")
+    with pytest.raises(CheckpointError, match=r"drive/checkpoint-1/optimizer.pt does not exist$"):
+        store.download("checkpoint-1/optimizer.pt", tmp_path / "local" / "optimizer.pt")
+    assert not (tmp_path / "local").exists()
+
+
+def test_a_move_prunes_the_folders_it_empties_and_only_those(tmp_path):
+    store = FolderStore(tmp_path / "drive")
+    for key in ("checkpoint-1/a/x.bin", "checkpoint-1/b.bin", "checkpoint-2/c.bin"):
+        store.write_bytes(key, b"1")
+    store.move("checkpoint-1/a/x.bin", "quarantine/q/a/x.bin")
+    assert not (tmp_path / "drive" / "checkpoint-1" / "a").exists()
+    store.move("checkpoint-1/b.bin", "quarantine/q/b.bin")
+    assert sorted(os.listdir(tmp_path / "drive")) == ["checkpoint-2", "quarantine"]
+    assert store.list() == {"checkpoint-2/c.bin": 1, "quarantine/q/a/x.bin": 1, "quarantine/q/b.bin": 1}
+    store.delete(["checkpoint-2/c.bin", "quarantine/q/a/x.bin", "quarantine/q/b.bin"])
+    assert (tmp_path / "drive").is_dir() and os.listdir(tmp_path / "drive") == []  # the store's root stays
