@@ -3,6 +3,7 @@ moves that leave no empty folders behind."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -59,3 +60,16 @@ def test_a_move_prunes_the_folders_it_empties_and_only_those(tmp_path):
     assert store.list() == {"checkpoint-2/c.bin": 1, "quarantine/q/a/x.bin": 1, "quarantine/q/b.bin": 1}
     store.delete(["checkpoint-2/c.bin", "quarantine/q/a/x.bin", "quarantine/q/b.bin"])
     assert (tmp_path / "drive").is_dir() and os.listdir(tmp_path / "drive") == []  # the store's root stays
+
+
+def test_clearing_temporaries_returns_what_it_removed_and_reports_only_then(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    store = FolderStore(tmp_path / "drive")
+    store.write_bytes("checkpoint-1/optimizer.pt", b"1")
+    assert store.clear_temporaries() == [] and "Removed" not in caplog.text
+    killed = ["checkpoint-1/.tmp-optimizer.pt-1a2b3c4d", f".tmp-probe-{'0' * 32}"]
+    for key in killed:
+        (store.root / key).write_bytes(b"half")
+    assert sorted(store.clear_temporaries()) == sorted(killed)
+    assert f"Removed 2 temporary files in {store.uri}" in caplog.text
+    assert store.list() == {"checkpoint-1/optimizer.pt": 1} and not (store.root / killed[1]).exists()

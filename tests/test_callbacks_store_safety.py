@@ -204,3 +204,17 @@ def test_two_quarantines_of_one_checkpoint_within_a_second_keep_both(tmp_path):
         asides.append(quarantine_checkpoint(store, ckpt))
     assert asides[0] != asides[1]
     assert [store.read_bytes(f"{a}/notes.txt") for a in asides] == [b"first", b"second"]
+
+
+def test_a_checkpoint_is_deleted_manifest_first_so_it_never_looks_complete_half_deleted(target, tmp_path):
+    _, _, store = target
+    commit(store, tmp_path, 2)
+    commit(store, tmp_path, 4)
+    files = sorted(store.list("checkpoint-2"))
+    deleted, real_delete = [], store.delete
+    store.delete = lambda keys: deleted.append(sorted(keys)) or real_delete(keys)
+
+    assert apply_retention(store, 1) == ["checkpoint-2"]
+
+    assert deleted == [[f"checkpoint-2/{MANIFEST_NAME}"], [k for k in files if not k.endswith(MANIFEST_NAME)]]
+    assert store.list("checkpoint-2") == {} and [c.name for c in scan_remote(store)] == ["checkpoint-4"]
