@@ -13,6 +13,7 @@ from _callbacks_helpers import make_checkpoint, trainer_objects
 from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
 from callbacks.errors import CheckpointError
 from callbacks.lease import LEASE_KEY, RemoteLease
+from callbacks.lock import this_process
 from callbacks.remote import scan_remote
 from callbacks.stores import FolderStore
 
@@ -91,3 +92,37 @@ def test_the_lease_is_renewed_while_the_run_lives(tmp_path):
     assert json.loads(store.read_bytes(LEASE_KEY))["renewed"] > first
     lease.release()
     assert store.read_bytes(LEASE_KEY) is None
+
+
+def test_a_fresh_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(tmp_path, caplog):
+    store = FolderStore(tmp_path / "drive")
+    dead = {
+        **this_process(),
+        "launch": "crashed",
+        "recipe": "tiny",
+        "process_started": 1.0,
+    }  # pid reused since
+    store.write_bytes(LEASE_KEY, json.dumps({**dead, "renewed": time.time(), "ttl": 300}).encode())
+    lease = RemoteLease(store, "tiny")
+    assert "Taking over" in caplog.text and "'launch': 'crashed'" in caplog.text
+    assert json.loads(store.read_bytes(LEASE_KEY))["launch"] == lease.me["launch"]
+    lease.release()
+    alive = {**this_process(), "launch": "running", "recipe": "tiny"}  # this very process: still running
+    store.write_bytes(LEASE_KEY, json.dumps({**alive, "renewed": time.time(), "ttl": 300}).encode())
+    with pytest.raises(CheckpointError, match="is in use by another run of recipe 'tiny'"):
+        RemoteLease(store, "tiny")
+
+
+def test_a_lost_lease_is_not_renewed_over_its_new_owner(tmp_path, caplog):
+    store = FolderStore(tmp_path / "drive")
+    lease = RemoteLease(store, "tiny", renew_every=0.05)
+    other = json.dumps({"launch": "other", "recipe": "tiny", "renewed": time.time(), "ttl": 300}).encode()
+    store.write_bytes(LEASE_KEY, other)
+    time.sleep(0.3)
+    assert store.read_bytes(LEASE_KEY) == other
+    assert "Could not renew the lease" in caplog.text and "this run lost its lease" in caplog.text
+    lease.release()
+    assert store.read_bytes(LEASE_KEY) == other  # not ours to delete
+    store.delete([LEASE_KEY])
+    with pytest.raises(CheckpointError, match=r"this run lost its lease on .* to nobody"):
+        lease.check()

@@ -208,6 +208,7 @@ def test_two_quarantines_of_one_checkpoint_within_a_second_keep_both(tmp_path):
 
 def test_a_checkpoint_is_deleted_manifest_first_so_it_never_looks_complete_half_deleted(target, tmp_path):
     _, _, store = target
+    assert apply_retention(store, 1) == []  # nothing committed yet
     commit(store, tmp_path, 2)
     commit(store, tmp_path, 4)
     files = sorted(store.list("checkpoint-2"))
