@@ -3,6 +3,7 @@ are never deleted, a truncated object is uploaded again, and temporaries a kill 
 
 from __future__ import annotations
 
+import logging
 import shutil
 
 import pytest
@@ -219,3 +220,14 @@ def test_a_checkpoint_is_deleted_manifest_first_so_it_never_looks_complete_half_
 
     assert deleted == [[f"checkpoint-2/{MANIFEST_NAME}"], [k for k in files if not k.endswith(MANIFEST_NAME)]]
     assert store.list("checkpoint-2") == {} and [c.name for c in scan_remote(store)] == ["checkpoint-4"]
+
+
+def test_retention_never_deletes_the_newest_commit_and_says_nothing_when_it_deletes_nothing(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    store = FolderStore(tmp_path / "drive")
+    commit(store, tmp_path, 2)
+    assert apply_retention(store, 1) == [] and "Retention" not in caplog.text
+    commit(store, tmp_path, 4)
+    assert apply_retention(store, 0) == ["checkpoint-2"]  # keep_last 0 still keeps the newest
+    assert [c.name for c in scan_remote(store) if c.complete] == ["checkpoint-4"]
+    assert f"Retention (keep_last=0) deleted checkpoint-2 from {store.uri}" in caplog.text
