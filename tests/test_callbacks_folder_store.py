@@ -37,9 +37,11 @@ def test_writes_and_copies_are_on_disk_before_they_take_their_name(tmp_path, syn
     store = FolderStore(tmp_path / "drive")
     store.write_bytes("checkpoint-1/manifest.json", b"x" * 100)
     (tmp_path / "optimizer.pt").write_bytes(b"y" * 200)
+    os.utime(tmp_path / "optimizer.pt", (1_000_000, 1_000_000))
     store.upload(tmp_path / "optimizer.pt", "checkpoint-1/optimizer.pt")
     store.download("checkpoint-1/optimizer.pt", tmp_path / "back.pt")
     assert synced == [("manifest.json", 100), ("optimizer.pt", 200), ("back.pt", 200)]
+    assert (tmp_path / "back.pt").stat().st_mtime == (tmp_path / "optimizer.pt").stat().st_mtime  # copystat
 
 
 def test_downloading_a_missing_object_names_it_and_writes_nothing(tmp_path):

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import time
 
 import pytest
 from _callbacks_helpers import make_checkpoint, trainer_objects
+from conftest import REPO
 
 from callbacks.checkpoint_sync import CheckpointSyncCallback, prepare_checkpointing
 from callbacks.errors import CheckpointError
@@ -126,3 +129,13 @@ def test_a_lost_lease_is_not_renewed_over_its_new_owner(tmp_path, caplog):
     store.delete([LEASE_KEY])
     with pytest.raises(CheckpointError, match=r"this run lost its lease on .* to nobody"):
         lease.check()
+
+
+def test_a_launch_that_ends_without_releasing_its_lease_still_exits(tmp_path):
+    """The renewal thread must not keep a crashed run alive, renewing its lease for ever."""
+    code = (
+        "import sys; from callbacks.lease import RemoteLease; from callbacks.stores import FolderStore; "
+        "RemoteLease(FolderStore(sys.argv[1]), 'tiny', renew_every=0.05)"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "drive")], check=True, cwd=REPO, timeout=60)
+    assert json.loads((tmp_path / "drive" / LEASE_KEY).read_text())["recipe"] == "tiny"
