@@ -89,6 +89,8 @@ class RemoteLease:
         if self._stop.is_set():
             return
         self._stop.set()
+        # A renewal under way would otherwise write the lease back after the delete, and hold the prefix for a TTL.
+        self._thread.join(self.ttl)
         try:
             self.check()
             self.store.delete([LEASE_KEY])

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -139,3 +140,21 @@ def test_a_launch_that_ends_without_releasing_its_lease_still_exits(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "drive")], check=True, cwd=REPO, timeout=60)
     assert json.loads((tmp_path / "drive" / LEASE_KEY).read_text())["recipe"] == "tiny"
+
+
+def test_a_renewal_under_way_when_the_run_ends_does_not_bring_the_lease_back(tmp_path):
+    store = FolderStore(tmp_path / "drive")
+    renewing, real_write = threading.Event(), store.write_bytes
+
+    def write_bytes(key, data, *, if_absent=False):
+        if threading.current_thread().name == "checkpoint-lease":  # a renewal, slowed down by a busy store
+            renewing.set()
+            time.sleep(0.5)
+        return real_write(key, data, if_absent=if_absent)
+
+    store.write_bytes = write_bytes
+    lease = RemoteLease(store, "tiny", renew_every=0.05)
+    assert renewing.wait(10)
+    lease.release()
+    time.sleep(1)
+    assert store.read_bytes(LEASE_KEY) is None  # the prefix is free for the next launch
