@@ -75,3 +75,19 @@ def test_clearing_temporaries_returns_what_it_removed_and_reports_only_then(tmp_
     assert sorted(store.clear_temporaries()) == sorted(killed)
     assert f"Removed 2 temporary files in {store.uri}" in caplog.text
     assert store.list() == {"checkpoint-1/optimizer.pt": 1} and not (store.root / killed[1]).exists()
+
+
+def test_a_copy_that_fails_leaves_no_temporary_and_its_own_error(tmp_path):
+    store = FolderStore(tmp_path / "drive")
+    (tmp_path / "optimizer.pt").write_bytes(b"y" * 200)
+
+    def killed(n):
+        raise KeyboardInterrupt  # the run stopped halfway through the copy
+
+    with pytest.raises(KeyboardInterrupt):
+        store.upload(tmp_path / "optimizer.pt", "checkpoint-1/optimizer.pt", progress=killed)
+    assert os.listdir(store.root / "checkpoint-1") == []
+    with pytest.raises(FileNotFoundError) as raised:
+        store.upload(tmp_path / "gone.pt", "checkpoint-1/gone.pt")
+    assert raised.value.filename == str(tmp_path / "gone.pt")
+    assert os.listdir(store.root / "checkpoint-1") == []
