@@ -158,3 +158,13 @@ def test_a_renewal_under_way_when_the_run_ends_does_not_bring_the_lease_back(tmp
     lease.release()
     time.sleep(1)
     assert store.read_bytes(LEASE_KEY) is None  # the prefix is free for the next launch
+
+
+@pytest.mark.parametrize("damaged", [b'{"launch": "half', b'{"launch": "old", "recipe": "tiny"}'])
+def test_a_damaged_lease_or_one_without_a_renewal_time_is_taken_over(tmp_path, caplog, damaged):
+    store = FolderStore(tmp_path / "drive")
+    store.write_bytes(LEASE_KEY, damaged)
+    lease = RemoteLease(store, "tiny")
+    assert "Taking over" in caplog.text
+    assert json.loads(store.read_bytes(LEASE_KEY))["launch"] == lease.me["launch"]
+    lease.release()
