@@ -197,3 +197,26 @@ def test_a_home_folder_in_a_file_uri_is_refused_in_every_form_and_only_the_home_
     with pytest.raises(CheckpointError, match=r"cannot name a home folder; write the plain path ~/runs/a,"):
         open_store("file://localhost/~/runs/a")
     assert open_store("file:///~scratch/runs").root == Path("/~scratch/runs")  # not a home folder: as written
+
+
+def test_s3_deletes_go_in_batches_of_1000_and_a_key_the_store_kept_fails_loudly(monkeypatch):
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint)
+    batches = []
+
+    def delete_objects(Bucket, Delete):
+        assert Bucket == s3.bucket and Delete["Quiet"] is True
+        batches.append([o["Key"] for o in Delete["Objects"]])
+        return {}
+
+    store.client.delete_objects = delete_objects
+    store.delete([f"checkpoint-1/f{i}" for i in range(2001)])  # S3 takes at most 1000 keys per request
+    assert [len(b) for b in batches] == [1000, 1000, 1]
+    assert batches[0][0] == "run/checkpoint-1/f0" and batches[2] == ["run/checkpoint-1/f2000"]
+    refused = {"Key": "run/checkpoint-1/manifest.json", "Code": "AccessDenied", "Message": "Access Denied"}
+    store.client.delete_objects = lambda **request: {"Errors": [refused]}
+    with pytest.raises(
+        CheckpointError
+    ) as raised:  # a manifest left behind would keep a checkpoint "complete"
+        store.delete(["checkpoint-1/manifest.json"])
+    assert str(raised.value) == f"Could not delete from s3://{s3.bucket}/run: [{refused!r}]"
