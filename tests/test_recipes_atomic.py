@@ -11,7 +11,7 @@ from recipes.atomic import copy_file_atomically, write_folder_atomically, write_
 
 
 def test_a_text_file_is_replaced_whole_in_a_folder_made_for_it(tmp_path):
-    path = tmp_path / "new" / "records.jsonl"
+    path = tmp_path / "new" / "run" / "records.jsonl"
     write_text_atomically(path, "first\n")
     write_text_atomically(path, "second ünïcode\n")
     assert path.read_text(encoding="utf-8") == "second ünïcode\n"
@@ -34,20 +34,20 @@ def test_a_folder_appears_whole_with_the_usual_permissions(tmp_path):
 
     def save(tmp):
         seen.append(tmp)
-        assert tmp.parent == tmp_path / "runs" and tmp.name.startswith(".merged-")
+        assert tmp.parent == tmp_path / "runs" / "a" and tmp.name.startswith(".merged-")
         (tmp / "sub").mkdir()
         (tmp / "sub" / "model.safetensors").write_bytes(b"weights")
 
     umask = os.umask(0o022)
     try:
-        folder = write_folder_atomically(tmp_path / "runs" / "merged", save)
+        folder = write_folder_atomically(tmp_path / "runs" / "a" / "merged", save)
     finally:
         os.umask(umask)
-    assert folder == tmp_path / "runs" / "merged" and not seen[0].exists()
+    assert folder == tmp_path / "runs" / "a" / "merged" and not seen[0].exists()
     assert (folder / "sub" / "model.safetensors").read_bytes() == b"weights"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755  # not mkdtemp's 0700
     assert stat.S_IMODE((folder / "sub" / "model.safetensors").stat().st_mode) == 0o644
-    assert os.listdir(tmp_path / "runs") == ["merged"]
+    assert os.listdir(tmp_path / "runs" / "a") == ["merged"]
 
 
 def test_a_failed_save_leaves_neither_the_folder_nor_its_temporary(tmp_path):
@@ -56,5 +56,15 @@ def test_a_failed_save_leaves_neither_the_folder_nor_its_temporary(tmp_path):
         raise RuntimeError("disk full")
 
     with pytest.raises(RuntimeError, match="disk full"):
+        write_folder_atomically(tmp_path / "merged", save)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_save_that_removed_its_folder_before_failing_raises_its_own_error(tmp_path):
+    def save(tmp):
+        tmp.rmdir()
+        raise RuntimeError("gave up")
+
+    with pytest.raises(RuntimeError, match="gave up"):
         write_folder_atomically(tmp_path / "merged", save)
     assert os.listdir(tmp_path) == []
