@@ -117,3 +117,31 @@ def test_a_quarantine_moves_the_manifest_first(target, tmp_path):
     assert moved[0] == f"checkpoint-4/{MANIFEST_NAME}" and len(moved) == len(ckpt.files)
     assert sorted(store.list(aside)) == sorted(f"{aside}/{rel}" for rel in ckpt.files)
     assert scan_remote(store) == []
+
+
+def test_a_damaged_file_of_another_machine_is_not_repaired_from_this_one(target, tmp_path):
+    _, _, store = target
+    folder, manifest = checkpoint(tmp_path, 4, "r1")
+    commit_checkpoint(store, folder, manifest)
+    store.write_bytes("checkpoint-4/rng_state.pth", b"short")
+    with pytest.raises(CheckpointError) as raised:
+        commit_checkpoint(store, folder, manifest, others=("rng_state.pth",))
+    assert str(raised.value) == (
+        f"{store.child_uri('checkpoint-4')} is damaged (rng_state.pth), and those are another machine's files: "
+        "resume from an earlier checkpoint, or move this one aside to quarantine/."
+    )
+    assert store.read_bytes("checkpoint-4/rng_state.pth") == b"short"
+
+
+def test_a_repair_that_comes_out_short_again_fails(target, tmp_path):
+    _, _, store = target
+    folder, manifest = checkpoint(tmp_path, 4, "r1")
+    commit_checkpoint(store, folder, manifest)
+    store.write_bytes("checkpoint-4/optimizer.pt", b"short")
+    store.upload = lambda local, key, progress=None: None  # the store drops the repair
+    with pytest.raises(CheckpointError) as raised:
+        commit_checkpoint(store, folder, manifest)
+    size = manifest["files"]["optimizer.pt"]["size"]
+    assert str(raised.value) == (
+        f"Repair of {store.child_uri('checkpoint-4')} came out wrong: optimizer.pt has 5 bytes, the manifest says {size}"
+    )
