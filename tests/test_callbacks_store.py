@@ -16,7 +16,7 @@ from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, parse_manifest
 from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
 from callbacks.remote import scan_remote
-from callbacks.s3_store import S3Store
+from callbacks.s3_store import S3Store, make_client
 from callbacks.stores import FolderStore, open_store
 from callbacks.uploader import BackgroundUploader, UploadJob
 
@@ -220,3 +220,19 @@ def test_s3_deletes_go_in_batches_of_1000_and_a_key_the_store_kept_fails_loudly(
     ) as raised:  # a manifest left behind would keep a checkpoint "complete"
         store.delete(["checkpoint-1/manifest.json"])
     assert str(raised.value) == f"Could not delete from s3://{s3.bucket}/run: [{refused!r}]"
+
+
+def test_an_s3_compatible_endpoint_gets_path_addressing_and_checksums_only_where_required(monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("RANK", "3")
+    other = make_client("http://127.0.0.1:9", retries=4, connect_timeout=10, read_timeout=30).meta.config
+    assert other.s3 == {"addressing_style": "path"}
+    assert other.request_checksum_calculation == other.response_checksum_validation == "when_required"
+    assert other.retries == {"mode": "standard", "total_max_attempts": 5}  # 4 retries after the first attempt
+    assert (other.connect_timeout, other.read_timeout, other.user_agent_extra) == (
+        10,
+        30,
+        "grpo-recipes rank/3",
+    )
+    aws = make_client(None, retries=1, connect_timeout=3, read_timeout=5).meta.config
+    assert aws.s3 is None and aws.request_checksum_calculation == "when_supported"
