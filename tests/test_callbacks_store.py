@@ -236,3 +236,19 @@ def test_an_s3_compatible_endpoint_gets_path_addressing_and_checksums_only_where
     )
     aws = make_client(None, retries=1, connect_timeout=3, read_timeout=5).meta.config
     assert aws.s3 is None and aws.request_checksum_calculation == "when_supported"
+
+
+def test_an_s3_error_is_never_taken_for_a_missing_object_or_a_refused_condition(monkeypatch):
+    from botocore.exceptions import ClientError
+
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=0)
+    store.write_bytes("run.lease.json", b"theirs")
+    Faults(store.client, "GetObject", ["501"])
+    with pytest.raises(ClientError, match="NotImplemented"):  # not None: the lease would look free
+        store.read_bytes("run.lease.json")
+    assert store.read_bytes("run.lease.json") == b"theirs" and store.read_bytes("gone.json") is None
+    Faults(store.client, "PutObject", ["503"])
+    with pytest.raises(ClientError, match="SlowDown"):  # an outage, not a store without conditional writes
+        store.write_bytes("checkpoint-1/manifest.json", b"mine", if_absent=True)
+    assert store._conditional_writes and store.read_bytes("checkpoint-1/manifest.json") is None
