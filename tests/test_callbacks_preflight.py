@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -223,3 +224,26 @@ def test_bad_arguments_are_named(tmp_path, overrides, message):
     kwargs = {"output_dir": str(tmp_path / "out"), "recipe_name": "tiny", "recipe_yaml": "", **overrides}
     with pytest.raises(CheckpointError, match=message):
         prepare_checkpointing(**kwargs)
+
+
+def test_a_store_that_returns_other_bytes_than_it_was_given_fails_the_preflight(monkeypatch, tmp_path):
+    from callbacks import s3_store
+
+    s3 = s3_bucket(monkeypatch)
+    real_client = s3_store.make_client
+
+    def make_client(*args, **kwargs):
+        client = real_client(*args, **kwargs)
+        client.get_object = lambda **request: {"Body": io.BytesIO(b"garbled")}
+        return client
+
+    monkeypatch.setattr(s3_store, "make_client", make_client)
+    with pytest.raises(
+        CheckpointError, match=f"^s3://{s3.bucket}/run returned different bytes than were written"
+    ):
+        S3Store(s3.bucket, "run", endpoint_url=s3.endpoint).preflight()
+    folder = FolderStore(tmp_path / "drive")
+    monkeypatch.setattr(folder, "read_bytes", lambda key: b"garbled")
+    with pytest.raises(CheckpointError, match="did not return what was written to it"):
+        folder.preflight()
+    assert os.listdir(folder.root) == []  # the probe is gone all the same
