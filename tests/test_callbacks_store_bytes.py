@@ -223,6 +223,11 @@ def test_s3_checksums_single_and_multipart_are_compared_with_the_manifest(tmp_pa
     assert store.mismatches("checkpoint-4", entries, copies) == {}
     assert {c["Key"] for c in store.client.calls} == {f"run/checkpoint-4/{rel}" for rel in files}
     assert all(c["Bucket"] == "bucket" and c["ChecksumMode"] == "ENABLED" for c in store.client.calls)
+    unsuffixed = good | {
+        "eight.bin": _multipart_sha(files["eight.bin"], 8)
+    }  # a store without the -<parts> tail
+    store, entries, copies = _store_heads(unsuffixed, tmp_path, files)
+    assert store.mismatches("checkpoint-4", entries, copies) == {}
 
     other = b"X" + files["small.bin"][1:]
     bad = good | {"small.bin": _sha(other), "parts.bin": _multipart_sha(b"X" * 19, 8) + "-3"}
