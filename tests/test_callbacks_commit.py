@@ -145,3 +145,26 @@ def test_a_repair_that_comes_out_short_again_fails(target, tmp_path):
     assert str(raised.value) == (
         f"Repair of {store.child_uri('checkpoint-4')} came out wrong: optimizer.pt has 5 bytes, the manifest says {size}"
     )
+
+
+def test_a_commit_over_an_unfinished_upload_of_ours_deletes_its_leftovers_only(target, tmp_path):
+    _, _, store = target
+    folder, manifest = checkpoint(tmp_path, 4, "r1")
+    (folder / "old.bin").write_bytes(b"old")
+    earlier = {**manifest, "files": {"old.bin": {"size": 3, "sha256": "00"}, **manifest["files"]}}
+    real_upload = store.upload
+
+    def upload(local, key, progress=None):
+        if key.endswith("optimizer.pt"):
+            raise ConnectionError("killed")
+        real_upload(local, key, progress)
+
+    store.upload = upload
+    with pytest.raises(ConnectionError):
+        commit_checkpoint(store, folder, earlier)
+    store.upload = real_upload
+    assert "checkpoint-4/old.bin" in store.list("checkpoint-4")
+
+    assert commit_checkpoint(store, folder, manifest) is True
+    [ckpt] = scan_remote(store)
+    assert ckpt.complete and sorted(ckpt.files) == sorted([*manifest["files"], MANIFEST_NAME])
