@@ -252,3 +252,10 @@ def test_an_s3_error_is_never_taken_for_a_missing_object_or_a_refused_condition(
     with pytest.raises(ClientError, match="SlowDown"):  # an outage, not a store without conditional writes
         store.write_bytes("checkpoint-1/manifest.json", b"mine", if_absent=True)
     assert store._conditional_writes and store.read_bytes("checkpoint-1/manifest.json") is None
+
+
+def test_a_drive_letter_is_a_folder_path_and_another_scheme_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert isinstance(open_store("C:/runs"), FolderStore)  # one letter: a Windows drive, not a URI scheme
+    with pytest.raises(CheckpointError, match="Unsupported checkpoint URI 'gs://bucket/runs'"):
+        open_store("gs://bucket/runs")
