@@ -259,3 +259,19 @@ def test_a_drive_letter_is_a_folder_path_and_another_scheme_is_refused(tmp_path,
     assert isinstance(open_store("C:/runs"), FolderStore)  # one letter: a Windows drive, not a URI scheme
     with pytest.raises(CheckpointError, match="Unsupported checkpoint URI 'gs://bucket/runs'"):
         open_store("gs://bucket/runs")
+
+
+def test_only_a_refused_checksum_turns_checksums_off_and_only_once(monkeypatch, tmp_path, caplog):
+    from boto3.exceptions import S3UploadFailedError
+
+    s3 = s3_bucket(monkeypatch)
+    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=0)
+    (tmp_path / "a.bin").write_bytes(b"a" * 100)
+    outage = Faults(store.client, "PutObject", ["503"])
+    with pytest.raises(S3UploadFailedError, match="SlowDown"):  # an outage says nothing about checksums
+        store.upload(tmp_path / "a.bin", "checkpoint-1/a.bin")
+    assert store._checksums and outage.injected == 1 and "refused a SHA-256" not in caplog.text
+    refusals = Faults(store.client, "PutObject", ["501"], always=True)
+    with pytest.raises(S3UploadFailedError, match="NotImplemented"):  # refused with and without: an error
+        store.upload(tmp_path / "a.bin", "checkpoint-1/a.bin")
+    assert not store._checksums and refusals.injected == 2

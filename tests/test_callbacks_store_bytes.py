@@ -302,19 +302,3 @@ def test_a_store_whose_bytes_cannot_be_checked_is_named_with_the_failure(monkeyp
     ):
         prepare(tmp_path / "out", uri, None)
     assert f"Checking the bytes of {uri}/checkpoint-4 against its manifest" in caplog.text
-
-
-def test_only_a_refused_checksum_turns_checksums_off_and_only_once(monkeypatch, tmp_path, caplog):
-    from boto3.exceptions import S3UploadFailedError
-
-    s3 = s3_bucket(monkeypatch)
-    store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=0)
-    (tmp_path / "a.bin").write_bytes(b"a" * 100)
-    outage = Faults(store.client, "PutObject", ["503"])
-    with pytest.raises(S3UploadFailedError, match="SlowDown"):  # an outage says nothing about checksums
-        store.upload(tmp_path / "a.bin", "checkpoint-1/a.bin")
-    assert store._checksums and outage.injected == 1 and "refused a SHA-256" not in caplog.text
-    refusals = Faults(store.client, "PutObject", ["501"], always=True)
-    with pytest.raises(S3UploadFailedError, match="NotImplemented"):  # refused with and without: an error
-        store.upload(tmp_path / "a.bin", "checkpoint-1/a.bin")
-    assert not store._checksums and refusals.injected == 2
