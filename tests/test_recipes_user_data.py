@@ -190,3 +190,13 @@ def test_ids_made_for_a_folder_given_as_dot_fall_back_to_the_task_name(tmp_path,
     write_jsonl(tmp_path / "test.jsonl", rows(2))
     monkeypatch.chdir(tmp_path)
     assert load(".", split="test")["id"] == ["jsonl-test-00000", "jsonl-test-00001"]
+
+
+def test_a_one_line_array_of_rows_is_named_as_a_json_array_and_other_arrays_as_lines(tmp_path):
+    """The JSON-array message names a file of rows; a line that is an array of something else is not one."""
+    from recipes.tasks.jsonl_check import _opens_rows_array
+
+    assert _opens_rows_array('[{"question": "q", "answer": "1"}]\n') and _opens_rows_array("[\n")
+    assert _opens_rows_array('[{"question": "q",\n')  # a pretty-printed array goes on past its first line
+    assert not _opens_rows_array('["q", "a"]\n') and not _opens_rows_array("[]\n")
+    assert not _opens_rows_array('{"question": "q"}\n')
