@@ -100,7 +100,10 @@ def training(lab):
     assert steps_at_loss == {2}, (
         f"expected only checkpoint-2 synced when the runtime was lost:\n{stderr[-3000:]}"
     )
-    assert first.returncode != 0 and not (out / "adapter_model.safetensors").exists()  # it never finished
+    # The notebook never finished. On a loaded machine its training may have (checkpoint-2's upload is in the
+    # background, and steps 3-4 can outrun it), and the runtime is lost during the final uploads: a lost runtime all
+    # the same, as long as no later checkpoint was committed, so the run resumes from checkpoint-2.
+    assert first.returncode != 0 and remote_steps(lab) == {2}, stderr[-3000:]
     shutil.rmtree(out)  # a new runtime has an empty disk
     nb = execute("2_train", lab["root"] / "2.ipynb", params, lab["root"])
     return nb, out
