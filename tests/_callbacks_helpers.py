@@ -169,6 +169,28 @@ def commit(store, tmp_path, step, run_id="r1", **kwargs):
     return folder
 
 
+def commit_dying_at(store, folder, manifest, die_at="optimizer.pt") -> None:
+    """A commit of ``folder`` that dies on its way, as its upload of the file ending in ``die_at`` fails: the files
+    before it are in the store, no manifest."""
+    import pytest
+
+    from callbacks.remote import commit_checkpoint
+
+    real_upload = store.upload
+
+    def upload(local, key, progress=None):
+        if key.endswith(die_at):
+            raise ConnectionError("killed")
+        real_upload(local, key, progress)
+
+    store.upload = upload
+    try:
+        with pytest.raises(ConnectionError):
+            commit_checkpoint(store, folder, manifest)
+    finally:
+        store.upload = real_upload
+
+
 def prepare(output_dir, uri, endpoint_url=None, **kwargs):
     """prepare_checkpointing for recipe ``tiny`` with ``output_dir`` and ``uri``; keywords as the checkpoint: section."""
     from callbacks.checkpoint_sync import prepare_checkpointing

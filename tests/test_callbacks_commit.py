@@ -5,7 +5,7 @@ quarantine moves the manifest before anything else."""
 from __future__ import annotations
 
 import pytest
-from _callbacks_helpers import make_checkpoint
+from _callbacks_helpers import commit_dying_at, make_checkpoint
 
 from callbacks.errors import CheckpointError
 from callbacks.manifest import MANIFEST_NAME, build_manifest, manifest_bytes
@@ -152,17 +152,7 @@ def test_a_commit_over_an_unfinished_upload_of_ours_deletes_its_leftovers_only(t
     folder, manifest = checkpoint(tmp_path, 4, "r1")
     (folder / "old.bin").write_bytes(b"old")
     earlier = {**manifest, "files": {"old.bin": {"size": 3, "sha256": "00"}, **manifest["files"]}}
-    real_upload = store.upload
-
-    def upload(local, key, progress=None):
-        if key.endswith("optimizer.pt"):
-            raise ConnectionError("killed")
-        real_upload(local, key, progress)
-
-    store.upload = upload
-    with pytest.raises(ConnectionError):
-        commit_checkpoint(store, folder, earlier)
-    store.upload = real_upload
+    commit_dying_at(store, folder, earlier)
     assert "checkpoint-4/old.bin" in store.list("checkpoint-4")
 
     assert commit_checkpoint(store, folder, manifest) is True

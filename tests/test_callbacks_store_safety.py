@@ -6,11 +6,10 @@ from __future__ import annotations
 import logging
 import shutil
 
-import pytest
-from _callbacks_helpers import commit, make_checkpoint, prepare
+from _callbacks_helpers import commit, commit_dying_at, make_checkpoint, prepare
 
 from callbacks.manifest import MANIFEST_NAME, build_manifest, seal_checkpoint
-from callbacks.remote import commit_checkpoint, quarantine_checkpoint, scan_remote
+from callbacks.remote import quarantine_checkpoint, scan_remote
 from callbacks.resume import write_marker
 from callbacks.retention import apply_retention
 from callbacks.stores import FolderStore
@@ -40,17 +39,7 @@ def interrupted_upload(store, tmp_path, step, *, die_at="optimizer.pt"):
     """A commit of ours that died on its way (at ``die_at``): some files are in, no manifest."""
     folder = make_checkpoint(tmp_path / "interrupted", step)
     manifest = build_manifest(folder, step=step, recipe_name="tiny", run_id="r1", world_size=1, rank=0)
-    real_upload = store.upload
-
-    def upload(local, key, progress=None):
-        if key.endswith(die_at):
-            raise ConnectionError("killed")
-        real_upload(local, key, progress)
-
-    store.upload = upload
-    with pytest.raises(ConnectionError):
-        commit_checkpoint(store, folder, manifest)
-    store.upload = real_upload
+    commit_dying_at(store, folder, manifest, die_at)
     assert store.list(f"checkpoint-{step}") and MANIFEST_NAME not in str(store.list(f"checkpoint-{step}"))
 
 
