@@ -41,9 +41,10 @@ def summarize(records: list[dict], step: int, reward: float | None) -> dict:
     per-question counts ``[correct, samples, unparseable, unsettled]``.
 
     A sample whose grade the grader never settled (``"unsettled": true``: it ran out of time, even on the patient
-    second pass of recipes/evaluation/live.py) is left out of the accuracy and its interval, which are over the graded samples, rather than counted wrong: a
-    grader timeout must not cost a checkpoint the ``best`` pointer or the early stop's best, nor fake a fall for
-    the alarm (which tests the same per-question shares). ``unsettled`` says how many were left out.
+    second pass of recipes/evaluation/live.py) is left out of the accuracy and its interval, which are over the
+    graded samples, rather than counted wrong: a grader timeout must not cost a checkpoint the ``best`` pointer or
+    the early stop's best, nor fake a fall for the alarm (which tests the same per-question shares). ``unsettled``
+    says how many were left out.
     """
     per_question: dict[str, list[int]] = {}
     for r in records:
@@ -193,9 +194,9 @@ class HeldoutCallback(TrainerCallback):
             write_text_atomically(self.output_dir / entry["records"], text)
             if entry["unsettled"]:
                 logger.warning(
-                    "held-out step %d: the grader ran out of time on %d of %d samples, patient second grade included (a "
-                    "busy machine?); they are left out of this step's accuracy, the best checkpoint's choice and the "
-                    "alarms' tests.",
+                    "held-out step %d: the grader ran out of time on %d of %d samples, patient second grade "
+                    "included (a busy machine?); they are left out of this step's accuracy, the best checkpoint's "
+                    "choice and the alarms' tests.",
                     step, entry["unsettled"], len(records),
                 )  # fmt: skip
         return entry

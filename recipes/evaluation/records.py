@@ -3,15 +3,15 @@
 One JSONL line per graded sample, its schema in docs/CONTRACTS.md (Evaluation); `recipes/evaluate.py` writes them and
 `python -m stats.compare` reads them.
 
-``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of
-time comparing its answer with the gold (a busy machine, or an answer too costly to compare), even with longer
-bounds (evaluate.py's; held-out evaluation during training keeps the reward's first, since every process of the
-run waits for it, and grades again with longer ones within a budget: ``settle_patiently``). Its ``correct`` is false for want of a verdict, not because the answer was found
-wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and ``correct_lenient`` are graded the same
-way and read false when unsettled, which ``"unsettled_lm_eval": true`` marks (their answer may differ
-from the grade's). ``"grader_version"`` is the grader's (``rewards.answers.GRADER_VERSION``; 1 where a record has
-none). Re-running the same evaluate.py command grades again, from their saved completions and generating nothing,
-the unsettled samples and those an older grader graded (``regrade``).
+``"unsettled": true`` (written only then) marks a sample whose grade was never decided: the grader ran out of time
+comparing its answer with the gold (a busy machine, or an answer too costly to compare), even with longer bounds
+(evaluate.py's; held-out evaluation during training keeps the reward's first, since every process of the run waits for
+it, and grades again with longer ones within a budget: ``settle_patiently``). Its ``correct`` is false for want of a
+verdict, not because the answer was found wrong; stats.compare counts it as wrong and warns. ``correct_strict`` and
+``correct_lenient`` are graded the same way and read false when unsettled, which ``"unsettled_lm_eval": true`` marks
+(their answer may differ from the grade's). ``"grader_version"`` is the grader's (``rewards.answers.GRADER_VERSION``;
+1 where a record has none). Re-running the same evaluate.py command grades again, from their saved completions and
+generating nothing, the unsettled samples and those an older grader graded (``regrade``), as recipes/regrade.py does.
 """
 
 from __future__ import annotations
@@ -231,8 +231,9 @@ def _grade_again(record: dict, style: str | None) -> None:
 
 def settle_patiently(records: list[dict], style: str | None, budget_s: float) -> None:
     """Grade again, patiently and in place, the records a reward-bounded grade left unsettled (a busy moment),
-    until ``budget_s`` seconds have passed (the last comparison may overrun it by its own bound). Held-out evaluation: its first grade keeps the reward's bounds, since every process
-    waits for it, and this second pass settles the few that ran out without a minute's wait per answer."""
+    until ``budget_s`` seconds have passed (the last comparison may overrun it by its own bound). Held-out
+    evaluation: its first grade keeps the reward's bounds, since every process waits for it, and this second pass
+    settles the few that ran out without a minute's wait per answer."""
     deadline = time.monotonic() + budget_s
     for record in records:
         if record.get("unsettled") or record.get("unsettled_lm_eval"):
