@@ -5,11 +5,11 @@
 Before the first step (step 0: the model before training, the baseline every later step is read against), every
 ``every_steps`` steps and at the end, the policy answers the same held-out questions with the same seeds
 (recipes/evaluation/live.py). Records go to ``OUTPUT_DIR/heldout/step-N.jsonl`` (evaluate.py's schema, so
-``python -m stats.compare`` compares any two steps; every checkpoint carries the records so far, and resume puts them back);
-``heldout/accuracy`` and its 95% interval go to the trainer's log (trainer_state.json, and any ``report_to``
-tracker); the history (``heldout/history.json``, and a copy in every checkpoint as ``heldout.json``, which its
-manifest covers and which resume reads back) keeps each evaluation's per-question counts for the alarm's paired
-tests and for ``python -m stats.curves``.
+``python -m stats.compare`` compares any two steps; every checkpoint carries the records so far, and resume puts
+them back); ``heldout/accuracy`` and its 95% interval go to the trainer's log (trainer_state.json, and any
+``report_to`` tracker); the history (``heldout/history.json``, and a copy in every checkpoint as ``heldout.json``,
+which its manifest covers and which resume reads back) keeps each evaluation's per-question counts for the alarm's
+paired tests and for ``python -m stats.curves``.
 
 The best evaluation that falls on a checkpoint becomes the Trainer's ``best_model_checkpoint`` (local
 rotation keeps it); the ``best`` pointer is derived from the manifests (callbacks/best.py).
