@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -95,3 +97,26 @@ def forget_grader_answers(monkeypatch) -> None:
 
     monkeypatch.setattr(_symbolic, "_failed_at", {})
     _symbolic._answer.cache_clear()
+
+
+@contextmanager
+def stalled_grader(monkeypatch):
+    """The running grader process stopped (SIGSTOP), so that no answer can come, and a short REQUEST_TIMEOUT_S.
+
+    A zero timeout alone was not enough: a busy machine (CI) can run the child between the request and the
+    parent's look at the pipe, and an answer the child remembers arrives in time. Continued on exit if the
+    client did not kill it, so that a failing test leaves no stopped process to the next one; the timeout restored.
+    """
+    from rewards import _verifier
+
+    process = _verifier.CLIENT._process
+    assert process is not None and process.poll() is None, "start the grader process first"
+    before = _verifier.REQUEST_TIMEOUT_S
+    os.kill(process.pid, signal.SIGSTOP)
+    monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.5)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+        monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", before)

@@ -10,7 +10,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from _rewards_helpers import forget_grader_answers
+from _rewards_helpers import forget_grader_answers, stalled_grader
 from math_verify import parse, verify
 
 from rewards import _verifier
@@ -116,13 +116,14 @@ def test_a_request_past_its_time_is_wrong_and_the_grader_process_restarts(monkey
     is_correct(r"\boxed{(-\infty, 2]}", r"(-\infty, 2]")  # the grader process is up (\infty is not is_cheap)
     first = _verifier.CLIENT._process
     forget_grader_answers(monkeypatch)  # an earlier test's answer for this pair would come without a request
-    monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.0)  # no answer can come in time
-    assert (
-        is_correct(r"\boxed{\begin{pmatrix} 1 \\ 3 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}")
-        is False
-    )
+    with stalled_grader(monkeypatch):  # no answer can come in time
+        assert (
+            is_correct(
+                r"\boxed{\begin{pmatrix} 1 \\ 3 \end{pmatrix}}", r"\begin{pmatrix} 1 \\ 3 \end{pmatrix}"
+            )
+            is False
+        )
     assert "no match" in caplog.text and first.poll() is not None  # killed, not left running
-    monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 10)
     assert is_correct(r"\boxed{(-\infty, 4]}", r"(-\infty, 4]") is True  # a fresh grader process answers
     assert _verifier.CLIENT._process is not first
 

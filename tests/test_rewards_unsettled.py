@@ -7,7 +7,7 @@ again at once, past the 30 s pause, with longer bounds.
 from __future__ import annotations
 
 import pytest
-from _rewards_helpers import busy_grader, forget_grader_answers
+from _rewards_helpers import busy_grader, forget_grader_answers, stalled_grader
 
 from rewards import _symbolic, _verifier
 from rewards.answers import Graded, grade, strict_correct
@@ -34,10 +34,11 @@ def test_a_grader_process_timeout_is_unsettled_and_a_patient_grade_settles_it(mo
     """The real grader process: a request past REQUEST_TIMEOUT_S was a plain no match, indistinguishable from a
     wrong answer in an evaluation record."""
     # The grader process is up: patiently, as a busy machine (the full suite) can take the reward's 10 s to start it.
-    assert grade(r"\boxed{[-2, 7]}", "[-2, 7]", patient=True).correct
-    monkeypatch.setattr(_verifier, "REQUEST_TIMEOUT_S", 0.0)  # no answer can come in time
-    graded = grade(TEXT, MATRIX)
+    assert grade(r"\boxed{(-\infty, 2]}", r"(-\infty, 2]", patient=True).correct  # \infty is not is_cheap
+    with stalled_grader(monkeypatch) as stalled:  # no answer can come in time
+        graded = grade(TEXT, MATRIX)
     assert (graded.correct, graded.settled) == (False, False)
+    assert stalled.poll() is not None  # killed: the next request starts a fresh one
     assert graded.found.answer == MATRIX  # an answer was found: only its comparison is undecided
     # The 30 s pause holds the same request back, yet a patient grade asks again at once, with more time.
     graded = grade(TEXT, MATRIX, patient=True)
