@@ -27,6 +27,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from common.errors import exit_status
 from common.logs import log_to_stderr
+from common.process_exit import exit_launched_process, launched_processes
 from recipes.recipe import RecipeError, available, load_recipe
 
 logger = logging.getLogger("recipes.run")
@@ -220,8 +221,7 @@ def train(recipe) -> Path:
             )  # fmt: skip
     finally:
         plan.release()
-    # Close the process group while every rank is alive: a gloo group left to the interpreter's exit can abort a
-    # finished run ("terminate called without an active exception") and fail the launcher.
+    # Close the process group while every rank is alive (its threads can outlive this: see common/process_exit.py).
     state.wait_for_everyone()
     state.destroy_process_group()
     return output_dir
@@ -291,4 +291,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    if launched_processes() > 1:
+        exit_launched_process(
+            status
+        )  # past the interpreter's finalization, where gloo's threads can abort it
+    sys.exit(status)
