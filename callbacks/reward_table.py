@@ -57,6 +57,11 @@ class RewardTableCallback(TrainerCallback):
         self._window: list[dict] = []
         self._printed_at = 0
 
+    def on_train_begin(self, args, state, control, **kwargs):
+        # A resumed run starts counting from its checkpoint's step: from 0, the first step after it printed a table
+        # at once (step 9 of a run resumed at 8 with every_steps 4) and the next table missed that step.
+        self._window, self._printed_at = [], state.global_step
+
     def on_log(self, args, state, control, logs=None, **kwargs):
         # Training logs carry the reward; evaluation and end-of-training summaries do not.
         if not state.is_world_process_zero or not logs or "reward" not in logs:

@@ -118,3 +118,15 @@ def test_time_left_after_a_resume_counts_only_this_launchs_steps(capsys):
     progress.on_log(args, state, TrainerControl(), logs={"reward": 1.0})
     progress.on_train_end(args, state, TrainerControl())
     assert re.search(r"step 38/60  reward 1.000  left 1m5\ds", capsys.readouterr().out)
+
+
+def test_a_resumed_run_prints_at_the_next_multiple_of_every_steps(capsys):
+    """Resumed at step 8 with every_steps 4: the table comes at step 12 over steps 9-12 (it came at step 9, over
+    that step alone, and step 12's table left step 9 out)."""
+    table = RewardTableCallback(every_steps=4)
+    table.on_train_begin(*trainer_objects("/unused", 8))
+    for step in (9, 10, 11):
+        _log(table, step, _logs(step))
+    assert capsys.readouterr().out == ""
+    _log(table, 12, _logs(12))
+    assert re.search(r"GRPO step 12/\d+: mean of 4 logged steps", capsys.readouterr().out)
