@@ -195,7 +195,12 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
         (
             '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": null}\n',
             "gsm8k",
-            "line 2: no 'answer' field",
+            "line 2: the 'answer' field is null; every row needs one.",  # was "no 'answer' field"
+        ),
+        (
+            '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "Answer": "a #### 2"}\n',
+            "jsonl",
+            "line 2: no 'answer' field (it has 'Answer': rename it to 'answer'); every row needs one.",
         ),
         (
             '{"question": "q", "answer": "a #### 1"}\n{"question": "r", "answer": "  "}\n',
@@ -228,6 +233,7 @@ def test_split_is_a_whole_word_of_the_file_name(tmp_path):
         "not-an-object",
         "row-without-answer",
         "null-answer",
+        "misspelt-answer-key",
         "blank-answer",
         "number-answer",
         "text-and-number-answers",

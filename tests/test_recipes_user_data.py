@@ -32,18 +32,37 @@ def test_integer_ids_are_text_and_a_row_without_one_is_named(tmp_path):
     partial = [{**r, "id": f"q{i}"} for i, r in enumerate(rows(3))]
     del partial[1]["id"]
     write_jsonl(file, partial)  # was "the id column repeats ids": the missing ones became "None"
-    with pytest.raises(DataError, match=r"train.jsonl line 2: no 'id' field, though other rows have one"):
+    with pytest.raises(DataError, match=r"train.jsonl line 2: no 'id' field, though other rows have an id"):
+        load(file)
+    partial[1]["id"] = None  # was "no 'id' field", though the line has one, written as null
+    write_jsonl(file, partial)
+    with pytest.raises(
+        DataError, match=r"train.jsonl line 2: the 'id' field is null, though other rows have an id"
+    ):
         load(file)
 
 
-@pytest.mark.parametrize(("question", "found"), [(None, "missing"), ("  ", "blank"), (7, "7")])
+@pytest.mark.parametrize(
+    ("question", "found"),
+    [
+        (None, "the 'question' field is null"),  # was "is missing", though the line has it, as null
+        ("  ", "the 'question' field is blank"),
+        (7, "the 'question' field is 7"),
+        ({"Question": "q2?"}, r"no 'question' field \(it has 'Question': rename it to 'question'\)"),
+        ({}, "no 'question' field"),
+    ],
+)
 @pytest.mark.parametrize("task", ["jsonl", "gsm8k"])
 def test_a_row_without_a_question_is_named(tmp_path, question, found, task):
     """A null question crashed with AttributeError in the held-out hash; a blank one trained on nothing."""
     data = [{"question": f"q{i}?", "answer": f"#### {i}"} for i in range(4)]
-    data[2]["question"] = question
+    if isinstance(question, dict):  # the key left out, and the row's own keys instead
+        del data[2]["question"]
+        data[2].update(question)
+    else:
+        data[2]["question"] = question
     file = write_jsonl(tmp_path / "train.jsonl", data)
-    with pytest.raises(DataError, match=rf"train.jsonl line 3: the 'question' field is {found}; every row"):
+    with pytest.raises(DataError, match=rf"train.jsonl line 3: {found}; every row"):
         load(file, task)
 
 

@@ -7,6 +7,7 @@ with the config and split, so a config selects its files as on the Hub.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -158,27 +159,49 @@ def read_raw(source: str, split: str, config: str | None = None):
         return load_dataset(source, config, split=split)
 
 
+def _locate(source: str, split: str, index: int) -> tuple[Path, int] | None:
+    """(file, line or row number from 1) of row ``index`` of a local split, or None for a Hub dataset."""
+    path = Path(resolve_source(source))
+    if not path.exists() or hub_layout(path):
+        return None
+    first = 0  # the split's rows run through its files in order
+    for file in map(Path, _local_files(path, split)[1]):
+        if file.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            numbers = range(1, pq.ParquetFile(file).metadata.num_rows + 1)
+        else:
+            with open(file, encoding="utf-8", errors="replace") as handle:
+                numbers = [number for number, line in enumerate(handle, start=1) if line.strip()]
+        if index - first < len(numbers):
+            return file, numbers[index - first]
+        first += len(numbers)
+    return None
+
+
 def row_place(source: str, split: str, index: int) -> str:
     """Where row ``index`` (from 0) of a split was read: ``<file> line N`` for local JSONL (blank lines are not
     rows), ``<file> row N`` for Parquet, ``<source> (<split> row N)`` for the Hub. Only called for an error."""
-    path = Path(resolve_source(source))
-    if path.exists() and not hub_layout(path):
-        first = 0  # the split's rows run through its files in order
-        for file in map(Path, _local_files(path, split)[1]):
-            if file.suffix == ".parquet":
-                import pyarrow.parquet as pq
+    if (found := _locate(source, split, index)) is None:
+        return f"{source} ({split} row {index + 1})"
+    file, number = found
+    return f"{file} {'row' if file.suffix == '.parquet' else 'line'} {number}"
 
-                count = pq.ParquetFile(file).metadata.num_rows
-                if index - first < count:
-                    return f"{file} row {index - first + 1}"
-            else:
-                with open(file, encoding="utf-8", errors="replace") as handle:
-                    lines = [number for number, line in enumerate(handle, start=1) if line.strip()]
-                count = len(lines)
-                if index - first < count:
-                    return f"{file} line {lines[index - first]}"
-            first += count
-    return f"{source} ({split} row {index + 1})"
+
+def no_value(source: str, split: str, index: int, field: str) -> str:
+    """Why a row's ``field`` reads as None, from its JSONL line: written as null, or absent (with the row's key
+    that is likely a misspelling of it). Reading makes both None, and the fixes differ."""
+    found = _locate(source, split, index)
+    if found is None or found[0].suffix == ".parquet":
+        return f"the {field!r} field is null"  # a column of Parquet (or the Hub) is in every row, null or not
+    file, number = found
+    with open(file, encoding="utf-8-sig" if number == 1 else "utf-8", errors="replace") as handle:
+        line = next(text for n, text in enumerate(handle, start=1) if n == number)
+    row = json.loads(line)
+    if field in row:
+        return f"the {field!r} field is null"
+    near = closest(field, [key for key in row if isinstance(key, str) and key != field])
+    return f"no {field!r} field" + (f" (it has {near!r}: rename it to {field!r})" if near else "")
 
 
 def checked_gold(answer, field: str, source: str, split: str, index: int) -> str:
@@ -189,7 +212,9 @@ def checked_gold(answer, field: str, source: str, split: str, index: int) -> str
     from rewards.answers import read_gold
 
     if answer is None:
-        raise DataError(f"{row_place(source, split, index)}: no {field!r} field; every row needs one.")
+        raise DataError(
+            f"{row_place(source, split, index)}: {no_value(source, split, index, field)}; every row needs one."
+        )
     if isinstance(answer, (bool, list, dict)):
         raise DataError(
             f"{row_place(source, split, index)}: the {field!r} field is {type(answer).__name__} {answer!r}; a gold "
@@ -207,8 +232,12 @@ def checked_gold(answer, field: str, source: str, split: str, index: int) -> str
 
 def checked_question(question, field: str, source: str, split: str, index: int) -> str:
     """A row's question, once it is text that is not blank; else a DataError naming the file and line."""
+    if question is None:
+        raise DataError(
+            f"{row_place(source, split, index)}: {no_value(source, split, index, field)}; every row needs one."
+        )
     if not isinstance(question, str) or not question.strip():
-        found = "missing" if question is None else "blank" if isinstance(question, str) else repr(question)
+        found = "blank" if isinstance(question, str) else repr(question)
         raise DataError(
             f"{row_place(source, split, index)}: the {field!r} field is {found}; every row needs one."
         )

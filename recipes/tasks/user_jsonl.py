@@ -16,6 +16,7 @@ from recipes.tasks.sources import (
     DataError,
     checked_gold,
     checked_question,
+    no_value,
     read_raw,
     require_columns,
     row_place,
@@ -33,9 +34,10 @@ def rows(data: dict, split: str):
     has_id, has_solution = "id" in raw.column_names, "solution" in raw.column_names
     if has_id:  # ids are text: integer ids would stay integers, which evaluation records refuse
         if None in raw["id"]:
+            index = raw["id"].index(None)
             raise DataError(
-                f"{row_place(source, split, raw['id'].index(None))}: no 'id' field, though other rows have one; "
-                "give every row an id, or none (ids are then made from the file and row)."
+                f"{row_place(source, split, index)}: {no_value(source, split, index, 'id')}, though other rows have "
+                "an id; give every row an id, or none (ids are then made from the file and row)."
             )
         raw = raw.cast_column("id", Value("string"))
 
