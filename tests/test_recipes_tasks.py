@@ -205,7 +205,8 @@ def test_a_wrong_path_or_a_csv_file_says_what_is_there(tmp_path):
     folder.mkdir()
     (folder / "train.csv").write_text("question,answer\nq,1\n")
     with pytest.raises(
-        DataError, match=r"No train split in .*my_task: .* Found train.csv: convert to JSONL or Parquet"
+        DataError,
+        match=r"No train split in .*my_task: .* Found train.csv: convert it to JSON Lines, e.g. python -c ",
     ):
         load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
     typo = tmp_path / "mytsak"

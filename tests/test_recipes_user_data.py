@@ -219,3 +219,20 @@ def test_a_one_line_array_of_rows_is_named_as_a_json_array_and_other_arrays_as_l
     assert _opens_rows_array('[{"question": "q",\n')  # a pretty-printed array goes on past its first line
     assert not _opens_rows_array('["q", "a"]\n') and not _opens_rows_array("[]\n")
     assert not _opens_rows_array('{"question": "q"}\n')
+
+
+def test_a_csv_file_is_answered_with_its_conversion(tmp_path):
+    """Named as data.source, a CSV file was "expected .jsonl or .parquet files (one kind), got ['train.csv']";
+    saved as .jsonl, its header line was "line 1 is not valid JSON" alone."""
+    csv = tmp_path / "train.csv"
+    csv.write_text("question,answer\nq,1\n")
+    convert = r"p.read_csv\('train.csv', dtype=str\).to_json\('train.jsonl', orient='records', lines=True\)"
+    with pytest.raises(
+        DataError, match=rf"train.csv is not a .jsonl or .parquet file: .*{convert}.*then set data"
+    ):
+        load(csv)
+    csv.rename(tmp_path / "train.jsonl")
+    with pytest.raises(
+        DataError, match=rf"line 1 is not valid JSON .*'question,answer'; it looks like CSV: .*{convert}"
+    ):
+        load(tmp_path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recipes.tasks.sources import DataError
+from recipes.tasks.sources import DataError, conversion
 
 # Fields every task reads as text. The reader makes a column of integers int64, but one holding a float, or an
 # integer beyond int64, 64-bit floats: an integer beyond 2**53 there loses digits (1180591620717411303424 would
@@ -28,6 +28,15 @@ def _opens_rows_array(line: str) -> bool:
     except json.JSONDecodeError:
         return True  # the array goes on past this line
     return bool(value) and isinstance(value[0], dict)
+
+
+def _csv_hint(file: Path, line: str) -> str:
+    """For a first line that reads as a CSV or TSV header (``question,answer``): the file's conversion."""
+    text = line.strip()
+    if text.startswith(("{", "[")) or not any(sep in text for sep in ",\t"):
+        return ""
+    table = file.with_suffix(".tsv" if "\t" in text else ".csv")
+    return f"; it looks like {table.suffix[1:].upper()}: rename it to {table.name}, then {conversion(table)}."
 
 
 def check_jsonl(file: Path) -> None:
@@ -58,7 +67,7 @@ def check_jsonl(file: Path) -> None:
                     f"convert it, e.g. python -c \"import pandas as p; p.read_json('{file.name}', dtype=False).to_json("
                     f"'{file.stem}.jsonl', orient='records', lines=True)\""
                 )
-            empty = False
+            first_row, empty = empty, False
             try:
                 # Without its line end: a string cut short would report the newline as an invalid character.
                 row = json.loads(line.rstrip("\r\n"))
@@ -66,6 +75,7 @@ def check_jsonl(file: Path) -> None:
                 problem = f"{e.msg.removesuffix(' at')} at column {e.colno}"  # not "starting at at column"
                 raise DataError(
                     f"{file} line {number} is not valid JSON ({problem}): {line.strip()[:80]!r}"
+                    + (_csv_hint(file, line) if first_row else "")  # a header is the file's first row
                 ) from None
             if not isinstance(row, dict):
                 raise DataError(

@@ -70,19 +70,37 @@ def _local_files(source: Path, split: str) -> tuple[str, list[str]]:
             raise DataError(
                 f"No {split} split in {source}: expected .jsonl or .parquet files with '{split}' as a word of their "
                 f"name (e.g. {split}.jsonl, {split}-00000-of-00001.parquet)."
-                + (
-                    f" Found {', '.join(others[:3])}: convert to JSONL or Parquet (e.g. pandas' to_json(path, "
-                    "orient='records', lines=True))."
-                    if others
-                    else ""
-                )
+                + (f" Found {', '.join(others[:3])}: {conversion(source / others[0])}." if others else "")
             )
+    if source.is_file() and source.suffix not in SUFFIXES:
+        raise DataError(
+            f"data.source {source} is not a .jsonl or .parquet file: {conversion(source)}, then set data.source "
+            f"to {source.with_suffix('.jsonl')}."
+        )
     kinds = {SUFFIXES.get(f.suffix) for f in files}
     if None in kinds or len(kinds) > 1:
         raise DataError(
             f"{source}: expected .jsonl or .parquet files (one kind), got {[f.name for f in files]}."
         )
     return kinds.pop(), [str(f) for f in files]
+
+
+def conversion(file: Path) -> str:
+    """How to convert a data file of another format to JSON Lines, as a command to run beside it."""
+    # dtype=str: pandas would read an answer "007" as 7 and an id "1e3" as 1000.0.
+    read = {".csv": "read_csv", ".tsv": "read_csv", ".xlsx": "read_excel", ".xls": "read_excel"}.get(
+        file.suffix
+    )
+    if read is None:
+        return (
+            "convert it to JSON Lines, one object per line with question and answer fields (pandas' to_json("
+            "path, orient='records', lines=True) writes them)"
+        )
+    sep = ", sep='\\t'" if file.suffix == ".tsv" else ""
+    return (
+        f"convert it to JSON Lines, e.g. python -c \"import pandas as p; p.{read}('{file.name}', dtype=str{sep})"
+        f".to_json('{file.stem}.jsonl', orient='records', lines=True)\""
+    )
 
 
 def resolve_source(source: str) -> str:
