@@ -38,6 +38,8 @@ STYLE_KEY = "answer_style"
 # Grading again needs the completion and the gold, and only a file this project wrote may be rewritten: every record
 # evaluate.py or held-out evaluation ever wrote has these four, with or without a grader_version.
 _NEEDED = ("completion", "gold", "format_ok", "n_tokens")
+# The end of the error for a file that is not evaluation records: this command writes no other file to turn to.
+NOT_RECORDS = "Name a file recipes/evaluate.py wrote (--out), or a run's OUTPUT_DIR/heldout/step-N.jsonl."
 ANY = "any"  # --style for a recipe without a format reward: format_ok takes any style
 
 
@@ -80,7 +82,7 @@ def regrade_file(path: Path, style: str | None = None) -> None:
     if not path.is_file():
         raise EvaluationError(f"{path}: no such file (a JSONL file of evaluation records).")
     with hold(path):
-        records, repair = read_records(path)
+        records, repair = read_records(path, NOT_RECORDS)
         if not records:
             raise EvaluationError(f"{path} holds no evaluation records; nothing to grade.")
         if foreign := [i for i, r in enumerate(records, start=1) if not all(key in r for key in _NEEDED)]:

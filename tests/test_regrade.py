@@ -160,3 +160,16 @@ def test_a_file_of_several_styles_or_none_is_refused_untouched(tmp_path, capsys)
     empty.write_text("")
     assert _run(capsys, empty) == (2, f"error: {empty} holds no evaluation records; nothing to grade.\n")
     assert empty.read_text() == ""
+
+
+@pytest.mark.parametrize("text", ['{"question": "q", "answer": "1"}\n', "id,sample\n"])
+def test_a_file_of_something_else_is_refused_with_what_to_name_instead(tmp_path, capsys, text):
+    """A data file given by mistake was refused with "Use a new --out file.", an option regrade.py does not have."""
+    path = tmp_path / "train.jsonl"
+    path.write_text(text)
+    code, err = _run(capsys, path)
+    assert code == 2 and path.read_text() == text and "--out file" not in err
+    assert (
+        "left untouched. Name a file recipes/evaluate.py wrote (--out), or a run's OUTPUT_DIR/heldout/step-N"
+        in err
+    )

@@ -36,10 +36,11 @@ RECORD_KEYS = ("id", "sample", "correct")
 BREAKDOWN_KEYS = ("subject", "level")
 # Settings older evaluators did not record: a file without one is resumed (there is nothing to compare it with).
 LATER_SETTINGS = ("prompt_sha", "answer_style")
+OUT_FIX = "Use a new --out file."
 
 
-def _record(path: Path, lineno: int, line: str) -> dict:
-    """One parsed line, or EvaluationError naming the line."""
+def _record(path: Path, lineno: int, line: str, fix: str) -> dict:
+    """One parsed line, or EvaluationError naming the line and ending with ``fix``."""
     try:
         record = json.loads(line)
     except json.JSONDecodeError as e:
@@ -49,13 +50,14 @@ def _record(path: Path, lineno: int, line: str) -> dict:
             return record
         problem = f"is not an evaluation record (a JSON object with {', '.join(RECORD_KEYS)})"
     raise EvaluationError(
-        f"{path} line {lineno} {problem}; it was not written by this evaluator, and it is left untouched. "
-        "Use a new --out file."
+        f"{path} line {lineno} {problem}; it was not written by this evaluator, and it is left untouched. {fix}"
     )
 
 
-def read_records(path: Path) -> tuple[list[dict], str | None]:
+def read_records(path: Path, fix: str = OUT_FIX) -> tuple[list[dict], str | None]:
     """Records already in ``path``, and how its end must be repaired before appending.
+
+    ``fix`` ends the error for a file of something else: evaluate.py's own, by default; regrade.py has no --out.
 
     Reads only: the file is checked whole before anything is written to it. The repair is None, "newline"
     (the last record is complete but unterminated) or "drop" (a half-written last line, a crash mid-write,
@@ -71,15 +73,14 @@ def read_records(path: Path) -> tuple[list[dict], str | None]:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise EvaluationError(
-            f"{path} is not UTF-8 text; it was not written by this evaluator, and it is left untouched. "
-            "Use a new --out file."
+            f"{path} is not UTF-8 text; it was not written by this evaluator, and it is left untouched. {fix}"
         ) from None
     *lines, last = text.split("\n")  # last is "" when the file ends with a newline
-    records = [_record(path, i, line) for i, line in enumerate(lines, start=1) if line.strip()]
+    records = [_record(path, i, line, fix) for i, line in enumerate(lines, start=1) if line.strip()]
     if not last.strip():
         return records, None
     try:
-        records.append(_record(path, len(lines) + 1, last))
+        records.append(_record(path, len(lines) + 1, last, fix))
         return records, "newline"
     except EvaluationError:
         if not records:  # nothing shows this is our file: a half line is only a half line after records
