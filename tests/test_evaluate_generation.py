@@ -4,6 +4,7 @@ of vLLM's API."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import types
 from types import SimpleNamespace
@@ -30,8 +31,33 @@ def test_decoding_defaults_to_the_recipes_training_sampling():
     assert decoding_for({}, 0, None, None, samples=1) == Decoding(0.0, 1.0, 512)  # GRPOConfig's defaults
     with pytest.raises(EvaluationError, match="all 5 samples would be the same"):
         decoding_for(trainer, 0, None, None, samples=5)
-    with pytest.raises(EvaluationError, match="need temperature >= 0"):
+    with pytest.raises(
+        EvaluationError, match=r"^Bad decoding setting: --temperature -1: expected 0 or above\.$"
+    ):
         decoding_for(trainer, -1, None, None)
+
+
+@pytest.mark.parametrize(
+    ("trainer", "given", "said"),
+    [
+        ({}, (float("nan"), None, None), "--temperature nan: expected 0 or above"),  # nan passed
+        (
+            {"top_p": 2.0},
+            (None, None, None),
+            "trainer.top_p 2 (the recipe's; --top-p overrides it): expected above 0",
+        ),
+        (
+            {},
+            (-2, 0, None),
+            "--temperature -2: expected 0 or above; --top-p 0: expected above 0 and at most 1",
+        ),
+    ],
+)
+def test_a_bad_decoding_setting_is_named_by_where_it_was_set(trainer, given, said):
+    """It was "Bad decoding settings Decoding(temperature=-1.0, top_p=1.0, max_new_tokens=32): need temperature
+    >= 0, 0 < top_p <= 1, max new tokens >= 1.", naming neither the option nor the recipe key."""
+    with pytest.raises(EvaluationError, match=re.escape(f"Bad decoding setting: {said}")):
+        decoding_for(trainer, *given)
 
 
 def test_generation_config_forces_exactly_our_decoding(tiny_model_dir):

@@ -38,7 +38,7 @@ def test_an_out_path_that_cannot_be_written_is_refused_before_a_model_loads(tmp_
             ["gsm8k_tiny", "--samples", "3", "--temperature", "0"],
             "greedy decoding: all 3 samples would be the same",
         ),
-        (["gsm8k_tiny", "--top-p", "0"], "0 < top_p <= 1"),
+        (["gsm8k_tiny", "--top-p", "0"], "--top-p 0: expected above 0 and at most 1"),
         (["gsm8k_tiny", f"data.source={REPO / 'recipes' / 'accelerate'}"], "No test split in"),
         (["gsm8k_tiny", "--questions", "500"], "--questions 500 but the split has 100 questions"),
         (

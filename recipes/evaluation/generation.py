@@ -68,10 +68,25 @@ def decoding_for(
         float(pick(top_p, "top_p")),
         int(pick(max_new_tokens, "max_completion_length")),
     )
-    if decoding.temperature < 0 or not 0 < decoding.top_p <= 1 or decoding.max_new_tokens < 1:
-        raise EvaluationError(
-            f"Bad decoding settings {decoding}: need temperature >= 0, 0 < top_p <= 1, max new tokens >= 1."
+    # Each setting by the name it was given under (the option, or the recipe's key); "not ok" refuses nan too.
+    checks = (
+        ("--temperature", temperature, "temperature", decoding.temperature, decoding.temperature >= 0, "0 or above"),
+        ("--top-p", top_p, "top_p", decoding.top_p, 0 < decoding.top_p <= 1, "above 0 and at most 1"),
+        ("--max-new-tokens", max_new_tokens, "max_completion_length", decoding.max_new_tokens,
+         decoding.max_new_tokens >= 1, "1 or more"),
+    )  # fmt: skip
+    bad = [
+        (
+            f"{flag} {value:g}"
+            if given is not None
+            else f"trainer.{key} {value:g} (the recipe's; {flag} overrides it)"
         )
+        + f": expected {expected}"
+        for flag, given, key, value, ok, expected in checks
+        if not ok
+    ]
+    if bad:
+        raise EvaluationError(f"Bad decoding setting: {'; '.join(bad)}.")
     if decoding.greedy and samples > 1:
         raise EvaluationError(
             f"--temperature 0 is greedy decoding: all {samples} samples would be the same. "
