@@ -160,6 +160,8 @@ RANGES: dict[str, tuple[Any, str]] = {
         lambda v: math.isfinite(v) and v > 0,
         "a finite number above 0 (1.0 samples as is)",
     ),
+    # Else refused only by the held-out evaluation's decoding, after the data loads, naming evaluate.py's --top-p.
+    "trainer.top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1 (1.0 keeps every token)"),
 }
 # Sections that are lists of {name|path: ..., params} specs, validated by their registries.
 LIST_SECTIONS = ("rewards", "callbacks")

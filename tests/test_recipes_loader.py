@@ -140,6 +140,11 @@ def test_published_settings_are_what_the_recipes_say():
             ["trainer.temperature=0"],
             "trainer.temperature in override 'trainer.temperature=0' must be a finite number above 0",
         ),
+        (  # was refused only after the data loaded, as "trainer.top_p 2 (the recipe's; --top-p overrides it)"
+            ["trainer.top_p=2"],
+            "trainer.top_p in override 'trainer.top_p=2' must be above 0 and at most 1 (1.0 keeps every token), got 2.",
+        ),
+        (["trainer.top_p=0"], "must be above 0 and at most 1 (1.0 keeps every token), got 0."),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
         (["model.quantization=4BIT"], "must be one of none, 4bit, 8bit, got '4BIT'. Did you mean 4bit?"),
         # a choice of true/false too: 1 == True in Python, yet 1 is not one of the choices
