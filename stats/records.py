@@ -124,6 +124,7 @@ def load_records(path: str | Path) -> ModelRecords:
     records: list[dict] = []
     record_lines: list[int] = []
     first_line: dict[tuple[str, int], int] = {}
+    data_row = False  # a line of a data file (question, answer): the file was named by mistake
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -144,6 +145,12 @@ def load_records(path: str | Path) -> ModelRecords:
         problem = _check_record(obj, where)
         if problem:
             errors.append(problem)
+            data_row = (
+                data_row
+                or isinstance(obj, dict)
+                and "question" in obj
+                and not obj.keys() & set(REQUIRED_KEYS)
+            )
             continue
         key = (obj["id"], obj["sample"])
         if key in first_line:
@@ -159,6 +166,11 @@ def load_records(path: str | Path) -> ModelRecords:
     if errors:
         more = len(errors) - _MAX_ERRORS_SHOWN
         shown = errors[:_MAX_ERRORS_SHOWN] + ([f"... and {more} more invalid lines."] if more > 0 else [])
+        if data_row:
+            shown.append(
+                f"{path} holds data rows (question, answer), not graded samples: evaluate a model on that data with "
+                "recipes/evaluate.py RECIPE --out FILE (data.source=... to name the data), then compare two such files."
+            )
         raise InputError("\n".join(shown))
     if not records:
         raise InputError(f"{path}: no records (the file is empty). Expected one JSON object per line.")

@@ -237,3 +237,18 @@ def test_a_file_short_of_its_planned_questions_or_samples_is_unfinished(tmp_path
     assert unfinished_warning(model([1, 0], 2, planned_questions=3, planned_samples=2)).startswith(
         f"{short.path} holds 2 of the 3 questions (up to 2 of 2 samples each)"
     )
+
+
+def test_a_data_file_named_by_mistake_says_how_to_get_records(tmp_path):
+    """It said "missing required key 'id'" on every line, and nothing of what to run instead."""
+    path = _write_lines(tmp_path / "train.jsonl", ['{"question": "What is 1 + 1?", "answer": "2"}'] * 2)
+    with pytest.raises(InputError) as err:
+        load_records(path)
+    assert str(err.value).endswith(
+        f"{path} holds data rows (question, answer), not graded samples: evaluate a model on that data with "
+        "recipes/evaluate.py RECIPE --out FILE (data.source=... to name the data), then compare two such files."
+    )
+    records = _write_lines(tmp_path / "r.jsonl", ['{"question_id": "a", "sample": 0, "correct": true}'])
+    with pytest.raises(InputError) as err:
+        load_records(records)
+    assert "holds data rows" not in str(err.value)  # a record with a misnamed key is still a record
