@@ -16,7 +16,15 @@ from recipes.launcher import first_process
 from recipes.tasks import get_task
 from recipes.tasks.gsm8k import gold_number
 from recipes.tasks.heldout import HELDOUT, TEST, task_rows
-from recipes.tasks.sources import SUFFIXES, DataError, hub_layout, read_raw, resolve_source, split_word
+from recipes.tasks.sources import (
+    SUFFIXES,
+    DataError,
+    hub_layout,
+    missing_path,
+    read_raw,
+    resolve_source,
+    split_word,
+)
 
 __all__ = ["DataError", "gold_number", "load_split", "read_raw", "resolve_source"]
 logger = logging.getLogger(__name__)
@@ -41,6 +49,11 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
     split = split or data["split"]
     if split == data["split"]:
         _say_unread_files(data)
+        # Only evaluate.py reads it: without this, a typo there is found after the training, not before.
+        if data.get("eval_source") and (problem := missing_path(data["eval_source"], "data.eval_source")):
+            raise DataError(
+                f"{problem} (evaluate.py reads its questions there; null: data.source's test split)"
+            )
     rows = task_rows(get_task(data["task"]), data, split)
     if len(rows) == 0:
         raise DataError(f"data.source {data['source']} has no rows in its {split} split.")

@@ -236,3 +236,22 @@ def test_a_csv_file_is_answered_with_its_conversion(tmp_path):
         DataError, match=rf"line 1 is not valid JSON .*'question,answer'; it looks like CSV: .*{convert}"
     ):
         load(tmp_path)
+
+
+def test_a_missing_eval_source_is_named_before_training_and_by_its_key(tmp_path):
+    """A typo in data.eval_source trained without a word, and evaluate.py then called it data.source."""
+    from recipes.evaluation.generation import EvaluationError
+    from recipes.evaluation.questions import eval_data
+
+    write_jsonl(tmp_path / "train.jsonl", rows(3))
+    write_jsonl(tmp_path / "test.jsonl", rows(2))
+    data = {**SECTION, "task": "jsonl", "source": str(tmp_path), "eval_source": str(tmp_path / "tst.jsonl")}
+    typo, near = tmp_path / "tst.jsonl", tmp_path / "test.jsonl"
+    said = rf"^data.eval_source '{typo}': no such file or folder\. Did you mean {near}\?"
+    with pytest.raises(DataError, match=said + r" \(evaluate.py reads its questions there"):
+        load_split(data, split="train")
+    with pytest.raises(EvaluationError, match=said + "$"):
+        eval_data(data, "test")
+    assert (
+        len(load_split({**data, "eval_source": "some/hub-id"}, split="train")) == 3
+    )  # a Hub id is not checked

@@ -30,6 +30,7 @@ def eval_data(data: dict, split: str) -> dict:
     from recipes.recipe import with_defaults
     from recipes.tasks import get_task
     from recipes.tasks.heldout import HELDOUT, source_split
+    from recipes.tasks.sources import missing_path
 
     data = {**data, "limit": None, "max_prompt_tokens": None}
     key, read = "data.source", split
@@ -38,6 +39,10 @@ def eval_data(data: dict, split: str) -> dict:
         read = source_split(get_task(filled["task"]), filled, split)
     elif data.get("eval_source"):
         key = "data.eval_source"
+        if problem := missing_path(
+            data["eval_source"], key
+        ):  # read as data.source below, it would be named so
+            raise EvaluationError(problem)
         data = {**data, "source": data["eval_source"], "config": None}
     path = Path(resolve_source(data["source"]))
     if not path.is_file():

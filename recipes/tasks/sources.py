@@ -161,18 +161,8 @@ def read_raw(source: str, split: str, config: str | None = None):
             for file in files:
                 check_jsonl(Path(file))
         return load_dataset(builder, data_files={split: files}, split=split)
-    if path.suffix in SUFFIXES or source.startswith((".", "/", "~")):
-        if not path.parent.is_dir():
-            raise DataError(
-                f"data.source {source!r}: no such file or folder ({path.parent} does not exist either)."
-            )
-        # Stems, not names: "nowhere.jsonl" is not a typo of "nu_one.jsonl" because both end in .jsonl.
-        stems = {p.stem: p.name for p in path.parent.iterdir()}
-        near = stems.get(closest(path.stem, stems))
-        raise DataError(
-            f"data.source {source!r}: no such file or folder."
-            + (f" Did you mean {path.parent / near}?" if near else "")
-        )
+    if problem := missing_path(source, "data.source"):
+        raise DataError(problem)
     with hub_load(source, "data.source", "dataset"):
         return load_dataset(source, config, split=split)
 
@@ -195,6 +185,22 @@ def _locate(source: str, split: str, index: int) -> tuple[Path, int] | None:
             return file, numbers[index - first]
         first += len(numbers)
     return None
+
+
+def missing_path(source: str, key: str) -> str | None:
+    """What is wrong with ``source`` (the value of recipe key ``key``) when it names a local file or folder that is
+    not there (a data suffix, or a path starting with ``.``, ``/`` or ``~``); None for anything else, a Hub id too."""
+    path = Path(resolve_source(source))
+    if path.exists() or not (path.suffix in SUFFIXES or source.startswith((".", "/", "~"))):
+        return None
+    if not path.parent.is_dir():
+        return f"{key} {source!r}: no such file or folder ({path.parent} does not exist either)."
+    # Stems, not names: "nowhere.jsonl" is not a typo of "nu_one.jsonl" because both end in .jsonl.
+    stems = {p.stem: p.name for p in path.parent.iterdir()}
+    near = stems.get(closest(path.stem, stems))
+    return f"{key} {source!r}: no such file or folder." + (
+        f" Did you mean {path.parent / near}?" if near else ""
+    )
 
 
 def row_place(source: str, split: str, index: int) -> str:
