@@ -25,7 +25,13 @@ from stats._io import IMAGE_SUFFIXES, check_output_path, save_figure_atomic
 from stats.heldout_curves import draw_heldout
 from stats.heldout_history import HeldoutHistory, heldout_table, load_heldout
 from stats.records import InputError
-from stats.trainer_state import checkpoint_steps, load_trainer_state, metric_series, reward_names
+from stats.trainer_state import (
+    checkpoint_steps,
+    is_checkpoint,
+    load_trainer_state,
+    metric_series,
+    reward_names,
+)
 
 
 def _not_logged(ax, what: str) -> None:
@@ -188,10 +194,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "output_dir", help="training output folder (holds checkpoint-*/ or trainer_state.json)"
     )
-    parser.add_argument("--out", help="image to write (.png, .pdf, .svg; default OUTPUT_DIR/curves.png)")
+    parser.add_argument(
+        "--out",
+        help="image to write (.png, .pdf, .svg; default OUTPUT_DIR/curves.png, or for a checkpoint-N folder "
+        "curves-checkpoint-N.png beside it)",
+    )
     args = parser.parse_args(argv)
-    # The default lands in OUTPUT_DIR, which plot_curves checks itself.
-    out = Path(args.output_dir) / "curves.png"
+    # The default lands in OUTPUT_DIR, which plot_curves checks itself. Not in a checkpoint: a file there is one its
+    # manifest does not list (a replaced copy is then quarantined, not deleted), and retention deletes it unasked.
+    folder = Path(args.output_dir)
+    out = folder.parent / f"curves-{folder.name}.png" if is_checkpoint(folder) else folder / "curves.png"
     try:
         if args.out:
             out = check_output_path(args.out, "--out", IMAGE_SUFFIXES)

@@ -16,6 +16,11 @@ from stats.records import InputError
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
+def is_checkpoint(folder: str | Path) -> bool:
+    """Whether ``folder`` is one of a run's ``checkpoint-<step>`` folders."""
+    return bool(_CHECKPOINT.fullmatch(Path(folder).name))
+
+
 def checkpoint_steps(output_dir: str | Path) -> list[int]:
     """Steps of the ``checkpoint-<step>`` folders in ``output_dir``, ascending."""
     return sorted(

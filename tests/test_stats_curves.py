@@ -101,6 +101,15 @@ def test_cli_writes_png_and_reports(capsys, run_dir, tmp_path):
     assert main([str(run_dir)]) == 0 and (run_dir / "curves.png").is_file()  # default: OUTPUT_DIR/curves.png
 
 
+def test_a_checkpoints_curves_go_beside_it_not_into_it(capsys, run_dir):
+    """They went into checkpoint-10/, among the files its manifest lists, where retention deletes them."""
+    before = sorted(p.name for p in (run_dir / "checkpoint-10").iterdir())
+    assert main([str(run_dir / "checkpoint-10")]) == 0
+    assert sorted(p.name for p in (run_dir / "checkpoint-10").iterdir()) == before
+    assert (run_dir / "curves-checkpoint-10.png").is_file()
+    assert f"wrote {run_dir / 'curves-checkpoint-10.png'}" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     ("setup", "expected"),
     [
