@@ -44,9 +44,15 @@ def redact(text: str) -> str:
     return _QUERY_SECRET.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))
 
 
+def _not_a_secret(value) -> bool:
+    """A value no credential takes: true/false (``token: true`` reads the stored login) or a count under a million
+    (``min_token: 8``, a misspelt ``min_tokens``, is then refused as the unknown key it is, not as a credential)."""
+    return isinstance(value, bool) or isinstance(value, (int, float)) and abs(value) < 10**6
+
+
 def credential_problem(key: str, value) -> str | None:
     """A one-line refusal when ``value`` is a URI carrying credentials, or any value of a credential key."""
-    if value is not None and SECRET_KEY.search(key):
+    if value is not None and SECRET_KEY.search(key) and not _not_a_secret(value):
         return (
             f"{key} holds a credential, and a recipe is saved beside every checkpoint and uploaded with it: remove "
             "it, and log in with `hf auth login` or set HF_TOKEN in the environment (read from there)"

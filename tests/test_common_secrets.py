@@ -111,3 +111,18 @@ def test_a_token_in_a_credential_key_is_refused_and_never_echoed(how, tmp_path):
     assert (
         load_recipe("gsm8k_tiny", ["trainer.max_completion_length=40"]).config["trainer"]["hub_token"] is None
     )
+
+
+def test_a_misspelt_count_is_its_unknown_key_not_a_credential(tmp_path):
+    """min_token: 8 (for min_tokens) was refused as "rewards[0].min_token holds a credential ... set HF_TOKEN"."""
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("base: gsm8k_tiny\nrewards:\n  - {name: correctness, min_token: 8}\n")
+    with pytest.raises(
+        RecipeError, match=r"unknown parameter 'min_token'\. Did you mean 'min_tokens'\?"
+    ) as raised:
+        load_recipe(str(recipe))
+    assert "credential" not in str(raised.value)
+    kwargs = load_recipe("gsm8k_tiny", ["trainer.model_init_kwargs={token: true}"]).config["trainer"]
+    assert kwargs["model_init_kwargs"] == {
+        "token": True
+    }  # true reads the stored login: no secret in the recipe
