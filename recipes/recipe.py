@@ -107,7 +107,9 @@ def _other_home(key: str, besides: str | None = None) -> str:
 def _check_section(name: str, section: Any, origins: dict, errors: list[str], recipe_file: str) -> None:
     where = origins.get(name, "the recipe")
     if not isinstance(section, dict):
-        errors.append(f"{where}: section {name} must be a mapping, got {type(section).__name__}.")
+        on_off = isinstance(section, bool) and "enabled" in schema.SECTIONS.get(name, {})  # heldout=false
+        fix = f"Write {name}.enabled={str(section).lower()}" if on_off else f"Set its keys: {name}.KEY=VALUE"
+        errors.append(f"{where}: section {name} must be a mapping, got {type(section).__name__}. {fix}.")
         return
     if name == "trainer":
         specs = {k: schema.Key(t, None, "") for k, t in trainer_fields().items()}

@@ -167,6 +167,11 @@ def test_published_settings_are_what_the_recipes_say():
         (["trainer.use_transformers_paged=true"], "old name of trainer.use_transformers_continuous_batching"),
         (["trainer"], "Malformed override 'trainer': expected section.key=value"),
         (["=3"], "Malformed override '=3'"),
+        (  # it said only "must be a mapping, got bool"
+            ["heldout=false"],
+            "override 'heldout=false': section heldout must be a mapping, got bool. Write heldout.enabled=false.",
+        ),
+        (["lora=3"], "section lora must be a mapping, got int. Set its keys: lora.KEY=VALUE."),
         (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
         (
             ["lora.rank=8"],
