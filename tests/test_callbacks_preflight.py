@@ -226,6 +226,23 @@ def test_bad_arguments_are_named(tmp_path, overrides, message):
         prepare_checkpointing(**kwargs)
 
 
+def test_a_checkpoint_that_is_not_there_names_those_beside_it(tmp_path):
+    """checkpoint.resume=run/checkpoint-99 named no checkpoint there: retention deletes old ones, so which remain?"""
+    for step in (4, 18):
+        (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)
+    run = tmp_path / "run"
+    with pytest.raises(CheckpointError) as raised:
+        prepare_checkpointing(
+            output_dir=str(tmp_path / "out"),
+            recipe_name="tiny",
+            recipe_yaml="",
+            resume=str(run / "checkpoint-99"),
+        )
+    assert str(raised.value).endswith(
+        f"{run} holds checkpoint-4, checkpoint-18: name one of those, or {run} itself (its newest complete one)."
+    )
+
+
 def test_a_store_that_returns_other_bytes_than_it_was_given_fails_the_preflight(monkeypatch, tmp_path):
     from callbacks import s3_store
 
