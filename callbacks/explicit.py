@@ -12,7 +12,7 @@ from pathlib import Path
 from callbacks.best import names_best_pointer, resolve_best
 from callbacks.download import CorruptCheckpoint, download_checkpoint
 from callbacks.errors import CheckpointError
-from callbacks.local import LocalCheckpoint, scan_local
+from callbacks.local import LocalCheckpoint, saved_beside, scan_local
 from callbacks.manifest import checkpoint_step, local_checkpoint_problems, read_local_manifest
 from callbacks.recipe_check import RecipeVet
 from callbacks.remote import RemoteCheckpoint, open_source, scan_readable
@@ -54,7 +54,7 @@ def explicit_checkpoint(
         return _remote(source, usable, resume, output_dir, vet)
     path = Path(resume).expanduser()
     if not path.exists():
-        hint = did_you_mean(resume, ["latest", "never"]) or _saved_beside(path)
+        hint = did_you_mean(resume, ["latest", "never"]) or saved_beside(path)
         raise CheckpointError(
             f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, an existing "
             f"checkpoint folder, or a run's best pointer (.../best).{hint}"
@@ -103,19 +103,3 @@ def _download_first(
                 raise
             logger.warning("Skipping %s", e)
     raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
-
-
-def _saved_beside(path: Path) -> str:
-    """' Its folder holds checkpoint-4, checkpoint-18: ...' for a checkpoint-N that is not there (a step never saved,
-    or one retention deleted) beside others; else ''."""
-    if checkpoint_step(path.name) is None or not path.parent.is_dir():
-        return ""
-    steps = sorted(
-        s for p in path.parent.iterdir() if p.is_dir() and (s := checkpoint_step(p.name)) is not None
-    )
-    if not steps:
-        return ""
-    shown = ", ".join(f"checkpoint-{s}" for s in steps)
-    return (
-        f" {path.parent} holds {shown}: name one of those, or {path.parent} itself (its newest complete one)."
-    )

@@ -17,6 +17,7 @@ from pathlib import Path
 from callbacks.best import names_best_pointer, resolve_best
 from callbacks.download import CorruptCheckpoint, download_checkpoint
 from callbacks.errors import CheckpointError
+from callbacks.local import saved_beside
 from callbacks.manifest import (
     checkpoint_step,
     list_files,
@@ -71,7 +72,7 @@ def fetch_checkpoint(
     path = Path(path_or_uri).expanduser()
     if not path.is_dir():
         raise CheckpointError(
-            f"{path} is not a folder (expected a checkpoint or run folder, or an s3:// URI)"
+            f"{path} is not a folder (expected a checkpoint or run folder, or an s3:// URI).{saved_beside(path)}"
         )
     if (path / "adapter_config.json").is_file() or checkpoint_step(path.name) is not None:
         problems = adapter_problems(path)

@@ -86,3 +86,19 @@ def _the_runs_own(folder: Path) -> bool:
     return manifest is not None and all(
         manifest["files"].get(rel) == entry for rel, entry in file_entries(folder).items()
     )
+
+
+def saved_beside(path: Path) -> str:
+    """' RUN holds checkpoint-4, checkpoint-18: ...' for a checkpoint-N that is not there (a step never saved,
+    or one retention deleted) beside others; else ''."""
+    if checkpoint_step(path.name) is None or not path.parent.is_dir():
+        return ""
+    steps = sorted(
+        s for p in path.parent.iterdir() if p.is_dir() and (s := checkpoint_step(p.name)) is not None
+    )
+    if not steps:
+        return ""
+    shown = ", ".join(f"checkpoint-{s}" for s in steps)
+    return (
+        f" {path.parent} holds {shown}: name one of those, or {path.parent} itself (its newest complete one)."
+    )

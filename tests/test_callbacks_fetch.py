@@ -83,3 +83,15 @@ def test_local_paths(tmp_path, caplog):
         fetch_checkpoint(out / "checkpoint-4")
     with pytest.raises(CheckpointError, match="is not a folder"):
         fetch_checkpoint(tmp_path / "missing")
+
+
+def test_an_adapter_checkpoint_that_is_not_there_names_those_beside_it(tmp_path):
+    """evaluate.py --adapter run/checkpoint-9 said only "is not a folder": which checkpoints does the run hold?"""
+    (tmp_path / "run" / "checkpoint-4").mkdir(parents=True)
+    run = tmp_path / "run"
+    with pytest.raises(CheckpointError) as raised:
+        fetch_checkpoint(str(run / "checkpoint-9"))
+    assert str(raised.value) == (
+        f"{run / 'checkpoint-9'} is not a folder (expected a checkpoint or run folder, or an s3:// URI). "
+        f"{run} holds checkpoint-4: name one of those, or {run} itself (its newest complete one)."
+    )
