@@ -91,8 +91,10 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
         )
     out = Path(out)
     if out.exists():
+        free = next(f for n in range(2, 10**6) if not (f := out.with_name(f"{out.name}-{n}")).exists())
         raise ExportError(
-            f"--out {out} already exists; export writes a new folder, never into an existing one."
+            f"--out {out} already exists; export writes a new folder, never into an existing one: name a new one "
+            f"(e.g. --out {free}), or move {out} away first."
         )
     folder = fetch_checkpoint(str(adapter), endpoint_url=endpoint_url)
     # A run prefix or best pointer resolves to one checkpoint: say which (a run without a final adapter gives

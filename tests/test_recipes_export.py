@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -58,8 +59,10 @@ def test_the_merged_model_loads_without_peft_and_matches_base_plus_adapter(adapt
 def test_export_never_writes_into_an_existing_folder_or_from_a_folder_without_adapter(adapter, tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "mine.txt").write_text("keep")
-    with pytest.raises(ExportError, match="already exists; export writes a new folder"):
-        export(adapter, tmp_path / "taken")
+    (tmp_path / "taken-2").mkdir()
+    fix = f"name a new one (e.g. --out {tmp_path / 'taken-3'}), or move {tmp_path / 'taken'} away first."
+    with pytest.raises(ExportError, match=re.escape(f"never into an existing one: {fix}")):
+        export(adapter, tmp_path / "taken")  # it named no fix
     assert (tmp_path / "taken" / "mine.txt").read_text() == "keep"
     result = subprocess.run(
         [sys.executable, "recipes/export.py", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")],
