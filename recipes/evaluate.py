@@ -88,24 +88,6 @@ class Evaluation:
         return summary(self.records, self.questions, self.out)
 
 
-def check_context(model_section: dict, prompts: list[list[int]], max_new_tokens: int) -> None:
-    """Refuse completions that would run past the model's context, as run.py does for training: past it the
-    model generates from positions it never saw, and the records would grade that as its answer."""
-    from recipes.planner.shapes import load_model_config
-
-    context = getattr(load_model_config(model_section), "max_position_embeddings", None)
-    longest = max(map(len, prompts))
-    if context and longest + max_new_tokens > context:
-        room = (
-            f"use --max-new-tokens {context - longest} or fewer" if longest < context
-            else "the prompt alone fills it: use shorter questions or a longer-context model"
-        )  # fmt: skip
-        raise EvaluationError(
-            f"--max-new-tokens {max_new_tokens} after the longest prompt ({longest} tokens) is "
-            f"{longest + max_new_tokens} tokens, but {model_section['name_or_path']} holds at most {context}: {room}."
-        )
-
-
 def evaluate(
     recipe,
     out: str | Path,
@@ -200,7 +182,8 @@ def evaluate(
             prompts = generation.prompt_token_ids(
                 load_tokenizer(recipe.config["model"]), [row["prompt"] for row in rows]
             )
-            check_context(recipe.config["model"], prompts, decoding.max_new_tokens)
+            ids = [row["id"] for row in rows]
+            generation.check_context(recipe.config["model"], prompts, decoding.max_new_tokens, ids)
             generator, _ = generation.load_generator(
                 engine,
                 recipe.config["model"],

@@ -175,7 +175,7 @@ def test_an_adapter_of_another_base_model_is_refused_naming_that_base(tmp_path, 
 
 def test_a_prompt_that_fills_the_context_alone_is_named_not_answered_with_a_fix_that_cannot_work():
     """It suggested --max-new-tokens 1, which is refused just the same."""
-    from recipes.evaluate import check_context
+    from recipes.evaluation.generation import check_context
 
     model = load_recipe("gsm8k_tiny").config["model"]  # builtin:tiny-llama, a context of 1024 tokens
     with pytest.raises(
@@ -186,3 +186,9 @@ def test_a_prompt_that_fills_the_context_alone_is_named_not_answered_with_a_fix_
     with pytest.raises(EvaluationError, match="use --max-new-tokens 24 or fewer"):
         check_context(model, [[1] * 1000], 25)
     check_context(model, [[1] * 1000], 24)  # fits exactly
+    with pytest.raises(
+        EvaluationError, match=r"the longest prompt \(question mine-test-00001, 1100 tokens\)"
+    ):
+        check_context(
+            model, [[1] * 10, [1] * 1100], 5, ["mine-test-00000", "mine-test-00001"]
+        )  # which was it?

@@ -247,3 +247,25 @@ def load_generator(
             merge_adapters(base)  # for good: this model only generates, and the unmerged layers are freed
     base.eval()
     return HFGenerator(base, tokenizer, decoding, compiled), tokenizer
+
+
+def check_context(
+    model_section: dict, prompts: list[list[int]], max_new_tokens: int, ids: list[str] | None = None
+) -> None:
+    """Refuse completions that would run past the model's context, as run.py does for training: past it the
+    model generates from positions it never saw, and the records would grade that as its answer. ``ids`` (one per
+    prompt) name the longest prompt's question, so that a question too long for the model can be found."""
+    from recipes.planner.shapes import load_model_config
+
+    context = getattr(load_model_config(model_section), "max_position_embeddings", None)
+    longest = max(map(len, prompts))
+    if context and longest + max_new_tokens > context:
+        room = (
+            f"use --max-new-tokens {context - longest} or fewer" if longest < context
+            else "the prompt alone fills it: use shorter questions or a longer-context model"
+        )  # fmt: skip
+        which = f"question {ids[list(map(len, prompts)).index(longest)]}, " if ids else ""
+        raise EvaluationError(
+            f"--max-new-tokens {max_new_tokens} after the longest prompt ({which}{longest} tokens) is "
+            f"{longest + max_new_tokens} tokens, but {model_section['name_or_path']} holds at most {context}: {room}."
+        )
