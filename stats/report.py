@@ -105,6 +105,18 @@ def _group_row(g: GroupResult, width: int) -> str:
     return f"{head}  {format_p(g.p_value):<8}  {format_p(g.p_holm):<8}{_smallest_p_note(g)}".rstrip()
 
 
+def _holm_line(corrected: int) -> str:
+    """What p_holm adjusts for: "over the 0 per-group p-values" when no group had one read as an adjustment."""
+    if corrected == 0:
+        return "  p_holm: no group has a p-value, so there is nothing to adjust."
+    if corrected == 1:
+        return "  p_holm: one group has a p-value; adjusted over one test, it stays as it is."
+    return (
+        f"  p_holm: Holm-adjusted for multiple comparisons over the {corrected} per-group p-values "
+        "(subjects and levels together); the intervals are not adjusted."
+    )
+
+
 def _group_lines(b: GroupBreakdown) -> list[str]:
     """The per-subject and per-level table (only for records that carry those keys)."""
     notes = [f"  Note: {note}" for note in b.skipped.values()]
@@ -115,10 +127,7 @@ def _group_lines(b: GroupBreakdown) -> list[str]:
             "Per group (tuned - baseline in points; 95% CI: paired t interval over the group's questions; "
             f"p: {PRIMARY_TEST})"
         ),
-        (
-            f"  p_holm: Holm-adjusted for multiple comparisons over the {b.corrected} per-group p-values "
-            "(subjects and levels together); the intervals are not adjusted."
-        ),
+        _holm_line(b.corrected),
     ]
     width = max([len(g.label) for g in b.results] + [len("subject")])
     for key in ("subject", "level"):

@@ -4,10 +4,12 @@ statsmodels or a count that holds by construction."""
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from _stats_helpers import run_compare, write_records
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
@@ -106,3 +108,27 @@ def test_wilcoxon_with_half_ranks_matches_scipy_exact():
     ref = sps.wilcoxon([2, 2, -1, 3, -4, 4], method=sps.PermutationMethod(n_resamples=np.inf))
     result = paired.wilcoxon(diffs)
     assert (result.statistic, result.p_value) == pytest.approx((ref.statistic, ref.pvalue)) == (6.5, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("changed", "said"),
+    [
+        (0, "p_holm: no group has a p-value, so there is nothing to adjust."),
+        (1, "p_holm: one group has a p-value; adjusted over one test, it stays as it is."),
+    ],
+)
+def test_the_holm_line_says_what_it_adjusts_when_few_groups_have_a_p_value(tmp_path, capsys, changed, said):
+    """Groups of one question, or without a difference, have no p-value: it said "over the 0 per-group p-values"."""
+    base = {"a": [False, False], "b": [False, False], "c": [False, True]}
+    tuned = {**base, "a": [True, True]} if changed else base  # Algebra: two questions, one changed or none
+    meta = {"a": "Algebra", "b": "Algebra", "c": "Geometry"}
+    for name, outcomes in (("base", base), ("tuned", tuned)):
+        lines = [
+            json.loads(line)
+            for line in write_records(tmp_path / f"{name}.jsonl", outcomes).read_text().splitlines()
+        ]
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(json.dumps({**r, "subject": meta[r["id"]]}) + "\n" for r in lines)
+        )
+    code, out, _ = run_compare(capsys, tmp_path / "base.jsonl", tmp_path / "tuned.jsonl")
+    assert code == 0 and said in out and "over the 0 per-group" not in out
