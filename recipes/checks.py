@@ -271,3 +271,28 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
             errors.append(str(e))
     if errors:
         raise RecipeError("\n".join(errors))
+
+
+def check_prompts_fit(recipe: Recipe, model_config, tokenizer, dataset) -> None:
+    """Refuse training prompts the model cannot hold with a completion, when data.max_prompt_tokens is null (with it
+    set, longer prompts are dropped, and check_environment bounds the sum): TRL does not truncate prompts, and a
+    longer one runs past the positions the model was trained on, without a word."""
+    context = getattr(model_config, "max_position_embeddings", None)
+    if not context or recipe.config["data"]["max_prompt_tokens"] or len(dataset) == 0:
+        return
+    room = context - recipe.config["trainer"]["max_completion_length"]
+    prompts = list(dataset["prompt"])
+    ids = tokenizer.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True, return_dict=False)
+    lengths = list(map(len, ids))
+    if (longest := max(lengths)) <= room:
+        return
+    over = sum(n > room for n in lengths)
+    raise RecipeError(
+        f"{over} of {len(lengths)} training prompts are longer than {recipe.config['model']['name_or_path']} holds "
+        f"beside trainer.max_completion_length ({context} - {context - room} = {room} tokens); the longest, "
+        f"{dataset['id'][lengths.index(longest)]}, has {longest}. Set data.max_prompt_tokens={room} (or less) to "
+        "drop them, or lower trainer.max_completion_length."
+        if room > 0
+        else f"trainer.max_completion_length ({context - room}) leaves no room for a prompt in "
+        f"{recipe.config['model']['name_or_path']}'s {context} tokens: lower it."
+    )

@@ -99,7 +99,7 @@ def train(recipe) -> Path:
     from callbacks.saved_adapter import saved_adapter_problems
     from common.processes import broadcast_from_main
     from recipes.atomic import write_text_atomically
-    from recipes.checks import check_environment, check_machine
+    from recipes.checks import check_environment, check_machine, check_prompts_fit
     from recipes.data import load_split
     from recipes.heldout import heldout_callback, heldout_plan
     from recipes.launcher import (
@@ -145,6 +145,7 @@ def train(recipe) -> Path:
     # The data before anything is written: a bad data file is refused with the output folder untouched.
     tokenizer = load_tokenizer(recipe.config["model"])
     dataset = load_split(recipe.config["data"], tokenizer=tokenizer)
+    check_prompts_fit(recipe, model_config, tokenizer, dataset)
     questions = heldout_plan(recipe) if recipe.config["heldout"]["enabled"] else None
     output_dir = Path(recipe.config["trainer"]["output_dir"])
     refusal = output_folder_refusal(recipe) if state.is_main_process else None

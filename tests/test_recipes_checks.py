@@ -70,6 +70,27 @@ def test_lora_targets_that_match_no_layer_are_refused_before_the_weights_load():
         checks.check_environment(recipe, load_config(recipe.config["model"]), cuda_available=False)
 
 
+def test_a_prompt_longer_than_the_model_holds_is_refused_when_nothing_drops_it():
+    """With data.max_prompt_tokens null, a 12,000-token question trained on without a word past the model's 1,024."""
+    from datasets import Dataset
+
+    from recipes.model import load_config, load_tokenizer
+
+    recipe = load_recipe("gsm8k_tiny", ["data.max_prompt_tokens=null"])
+    config, tokenizer = load_config(recipe.config["model"]), load_tokenizer(recipe.config["model"])
+    rows = [
+        {"id": f"q{i}", "prompt": [{"role": "user", "content": "1 plus " * n}]}
+        for i, n in enumerate((3, 3000))
+    ]
+    with pytest.raises(
+        RecipeError, match=r"^1 of 2 training prompts .* the longest, q1, has \d+\. Set data\.max_pro"
+    ):
+        checks.check_prompts_fit(recipe, config, tokenizer, Dataset.from_list(rows))
+    checks.check_prompts_fit(recipe, config, tokenizer, Dataset.from_list(rows[:1]))  # fits
+    capped = load_recipe("gsm8k_tiny")  # max_prompt_tokens set: load_split drops the long ones
+    checks.check_prompts_fit(capped, config, tokenizer, Dataset.from_list(rows))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")
 def test_a_gpu_recipe_on_a_cpu_machine_is_refused_before_any_download(tmp_path):
     env = {
