@@ -281,9 +281,9 @@ def check_prompts_fit(recipe: Recipe, model_config, tokenizer, dataset) -> None:
     if not context or recipe.config["data"]["max_prompt_tokens"] or len(dataset) == 0:
         return
     room = context - recipe.config["trainer"]["max_completion_length"]
-    prompts = list(dataset["prompt"])
-    ids = tokenizer.apply_chat_template(prompts, add_generation_prompt=True, tokenize=True, return_dict=False)
-    lengths = list(map(len, ids))
+    from recipes.data import prompt_lengths  # datasets and the tokenizer: only a training run gets here
+
+    lengths = prompt_lengths(tokenizer, dataset["prompt"])
     if (longest := max(lengths)) <= room:
         return
     over = sum(n > room for n in lengths)

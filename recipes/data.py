@@ -71,12 +71,7 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
                 "load_split(..., tokenizer=recipes.model.load_tokenizer(recipe.config['model'])), or set "
                 "data.max_prompt_tokens to null."
             )
-        lengths = [
-            len(ids)
-            for ids in tokenizer.apply_chat_template(
-                list(rows["prompt"]), add_generation_prompt=True, tokenize=True, return_dict=False
-            )
-        ]
+        lengths = prompt_lengths(tokenizer, rows["prompt"])
         keep = [i for i, n in enumerate(lengths) if n <= budget]
         if len(keep) < len(rows):
             logger.warning(
@@ -90,6 +85,14 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
     if data.get("limit") and split == data["split"]:
         rows = rows.select(range(min(data["limit"], len(rows))))
     return rows
+
+
+def prompt_lengths(tokenizer, prompts) -> list[int]:
+    """Each prompt's length in tokens as the model reads it: through the chat template, with the generation prompt."""
+    ids = tokenizer.apply_chat_template(
+        list(prompts), add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    return list(map(len, ids))
 
 
 _warned: set[str] = set()
