@@ -88,11 +88,28 @@ def test_a_lost_lease_stops_the_uploads_before_anything_is_written(target, tmp_p
     assert json.loads(store.read_bytes(LEASE_KEY))["launch"] == "other"  # not ours to delete
 
 
+def renewals(store: FolderStore, gate: threading.Event | None = None) -> threading.Semaphore:
+    """Released as each renewal starts (the renewal thread reads the lease), so the n-th release means n - 1
+    renewals are over; each then waits for ``gate`` before its read. A fixed sleep bounded nothing: a busy machine
+    (CI) may not run the renewal thread in it at all."""
+    started, real_read = threading.Semaphore(0), store.read_bytes
+
+    def read_bytes(key):
+        if threading.current_thread().name == "checkpoint-lease":
+            started.release()
+            assert gate is None or gate.wait(60)
+        return real_read(key)
+
+    store.read_bytes = read_bytes
+    return started
+
+
 def test_the_lease_is_renewed_while_the_run_lives(tmp_path):
     store = FolderStore(tmp_path / "drive")
+    started = renewals(store)
     lease = RemoteLease(store, "tiny", renew_every=0.05)
     first = json.loads(store.read_bytes(LEASE_KEY))["renewed"]
-    time.sleep(0.3)
+    assert started.acquire(timeout=60) and started.acquire(timeout=60)  # a renewal came and went
     assert json.loads(store.read_bytes(LEASE_KEY))["renewed"] > first
     lease.release()
     assert store.read_bytes(LEASE_KEY) is None
@@ -118,11 +135,18 @@ def test_a_fresh_lease_of_a_dead_process_on_this_machine_is_taken_over_at_once(t
 
 
 def test_a_lost_lease_is_not_renewed_over_its_new_owner(tmp_path, caplog):
-    store = FolderStore(tmp_path / "drive")
+    store, gate = FolderStore(tmp_path / "drive"), threading.Event()
+    started = renewals(store, gate)
     lease = RemoteLease(store, "tiny", renew_every=0.05)
     other = json.dumps({"launch": "other", "recipe": "tiny", "renewed": time.time(), "ttl": 300}).encode()
+    # Written while a renewal is held before its read: one that had just read its own lease would write it back
+    # over the new owner's (the folder store has no conditional overwrite), a race of the test, not of the run.
+    assert started.acquire(timeout=60)
     store.write_bytes(LEASE_KEY, other)
-    time.sleep(0.3)
+    gate.set()
+    assert started.acquire(
+        timeout=60
+    )  # the next renewal started: the held one is over, and met the other lease
     assert store.read_bytes(LEASE_KEY) == other
     assert "Could not renew the lease" in caplog.text and "this run lost its lease" in caplog.text
     lease.release()
