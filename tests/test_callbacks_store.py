@@ -138,7 +138,9 @@ def test_a_frozen_store_fails_the_upload_in_bounded_time_and_only_a_required_one
 ):
     s3 = s3_bucket(monkeypatch)
     store = S3Store(s3.bucket, "run", endpoint_url=s3.endpoint, retries=1, read_timeout=1)
-    s3.server.slow_puts["checkpoint-5"] = 6  # the endpoint takes the request and never answers in time
+    # The endpoint takes the request and never answers in time. Only during this test: the server is the worker's
+    # for the whole session, and a later test's checkpoint-5 took 6 s a request (a minute, test_callbacks_best).
+    monkeypatch.setitem(s3.server.slow_puts, "checkpoint-5", 6)
     plan = CheckpointPlan(
         callbacks=[CheckpointSyncCallback(store, _run(), tmp_path / "staging")], require_upload=required
     )
