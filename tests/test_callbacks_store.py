@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -160,13 +161,30 @@ def test_a_frozen_store_fails_the_upload_in_bounded_time_and_only_a_required_one
     assert time.monotonic() - start < 20  # two attempts of one second each, not minutes
 
 
+class _SetOnRecord(logging.Handler):
+    def __init__(self, event: threading.Event):
+        super().__init__()
+        self.event = event
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.event.set()
+
+
 def test_a_slow_upload_is_announced_while_the_run_waits(caplog):
-    release = threading.Event()
-    uploader = BackgroundUploader(lambda job: release.wait(5))
+    # The upload ends once the wait has announced it, not after a fixed 0.5 s: a busy machine could start the wait
+    # later than that, or run its first 0.1 s timeout later, and the upload was over before anything was said.
+    release, said = threading.Event(), logging.getLogger("callbacks.uploader")
+    uploader = BackgroundUploader(lambda job: release.wait(60))
     uploader.submit(UploadJob(7, Path("/nonexistent/staged")))
-    threading.Timer(0.5, release.set).start()
-    uploader.wait(warn_every=0.1)
-    assert "Still uploading checkpoint-7 after 0 s: the store is slow or not answering" in caplog.text
+    said.addHandler(handler := _SetOnRecord(release))
+    try:
+        uploader.wait(warn_every=0.1)
+    finally:
+        said.removeHandler(handler)
+    # The seconds are the machine's: 0 when the first 0.1 s timeout came in time.
+    assert re.search(
+        r"Still uploading checkpoint-7 after \d+ s: the store is slow or not answering", caplog.text
+    )
     assert uploader.committed == [7]
 
 
