@@ -116,11 +116,13 @@ def test_backlog_is_bounded_and_the_newest_wins(store, tmp_path, caplog):
 
 
 def test_train_end_waits_for_pending_uploads(store, tmp_path):
-    upload = store.upload
-    store.upload = lambda *a, **k: (time.sleep(0.1), upload(*a, **k))
+    # Held until the test has looked: 0.1 s a file alone let a busy machine finish the upload before the look.
+    upload, looked = store.upload, threading.Event()
+    store.upload = lambda *a, **k: (looked.wait(60), time.sleep(0.1), upload(*a, **k))
     callback, out = _callback(store, tmp_path), tmp_path / "out"
     _save(callback, out, 3)
     assert scan_remote(store) == [] or not scan_remote(store)[0].complete  # still uploading
+    looked.set()  # the upload goes on, 0.1 s a file: the end of training must wait for it
     _finish(callback, out)
     assert [c.step for c in scan_remote(store) if c.complete] == [3]
 
