@@ -10,13 +10,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import REPO, free_port
+from conftest import REPO
 
 # The Hub's answers, chosen by a word in the requested path; huggingface_hub reads X-Error-Code.
 ANSWERS = {
@@ -190,9 +191,13 @@ def test_an_unreachable_hub_fails_at_once_naming_the_model_and_the_fixes(tmp_pat
     shutil.copytree(tiny_model_dir, snapshot)
     (snapshot.parent.parent / "refs").mkdir()
     (snapshot.parent.parent / "refs" / "main").write_text("0" * 40)
-    endpoint = f"http://127.0.0.1:{free_port()}"  # a port just freed: connecting to it is refused
-    env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "0"}
-    done = python(["-c", UNREACHABLE_SCRIPT], env)
+    # A port held bound and not listening, so connecting to it is refused. A port freed again (free_port) could be
+    # taken meanwhile by another worker's server or a gloo connection, and the "Hub" would answer.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{held.getsockname()[1]}"
+        env = {**os.environ, "HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "0"}
+        done = python(["-c", UNREACHABLE_SCRIPT], env)
     assert done.returncode == 0, done.stderr[-3000:]
     said = dict(line.partition(" => ")[::2] for line in done.stdout.splitlines() if " => " in line)
     assert said["attempts"] == f"1 {endpoint}"  # the one probe, no retries, and no file requested after it
