@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -22,8 +23,14 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path, module):
     write_trainer_state(tmp_path / "run" / "trainer_state.json", list(range(1, 13)))
     arguments = [str(a), str(b)] if module == "stats.compare" else [str(tmp_path / "run")]
     command = [sys.executable, "-m", module, *arguments]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    process.stdout.close()  # the reader is gone before the report is written
+    # The reader is gone before the report is written: its end is closed before the command starts. Closed after
+    # Popen, a busy machine could run the command to its end first, and the report went into the pipe's buffer.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        process = subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write_end)
     stderr = process.stderr.read()
     assert process.wait(timeout=120) == 141
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
