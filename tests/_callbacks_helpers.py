@@ -7,6 +7,7 @@ import atexit
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -38,6 +39,8 @@ class RecordingMotoServer(ThreadedMotoServer):
         self.slow_puts: dict[
             str, float
         ] = {}  # path fragment -> seconds each matching PUT waits before storing
+        # Path fragment -> the event a matching PUT waits for (300 s at most): the test kills the uploader first.
+        self.held_puts: dict[str, threading.Event] = {}
 
     def _server_entry(self) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -52,6 +55,9 @@ class RecordingMotoServer(ThreadedMotoServer):
                 (s for fragment, s in self.slow_puts.items() if method == "PUT" and fragment in path), 0
             )
             time.sleep(delay)  # a slow link, so a test can kill the uploader mid-checkpoint
+            for fragment, gate in list(self.held_puts.items()):
+                if method == "PUT" and fragment in path:
+                    gate.wait(300)
             return app(environ, start_response)
 
         self._server = make_server(self._ip_address, self._port, recording_app, True)

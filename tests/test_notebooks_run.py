@@ -7,15 +7,16 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 
 import boto3
 import psutil
 import pytest
+from _callbacks_helpers import RecordingMotoServer
 from _notebooks_helpers import displayed, execute, install_kernelspec, papermill_command, text_of
 from conftest import REPO
-from moto.server import ThreadedMotoServer
 
 pytestmark = pytest.mark.slow
 SECRET = f"nb-secret-{uuid.uuid4().hex}"  # must never appear in a notebook's output
@@ -28,10 +29,9 @@ TRAIN_OVERRIDES = ["trainer.max_steps=4", "checkpoint.every_steps=2"]
 def lab(tmp_path_factory):
     """A workspace, an S3 server with a bucket, and the environment a Colab user's secrets would give the kernel."""
     root = tmp_path_factory.mktemp("notebooks")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server = RecordingMotoServer()
     server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    endpoint = server.endpoint
     env = {
         "AWS_ACCESS_KEY_ID": "notebook-tests",
         "AWS_SECRET_ACCESS_KEY": SECRET,
@@ -51,7 +51,9 @@ def lab(tmp_path_factory):
             patch.setenv(key, value)
         s3 = boto3.client("s3", endpoint_url=endpoint)
         s3.create_bucket(Bucket=BUCKET)
-        yield {"root": root, "s3": s3, "uri": f"s3://{BUCKET}/runs/tiny", "results": root / "results"}
+        yield {
+            "root": root, "s3": s3, "uri": f"s3://{BUCKET}/runs/tiny", "results": root / "results", "server": server,
+        }  # fmt: skip
     server.stop()
 
 
@@ -88,21 +90,28 @@ def training(lab):
         "output_dir": str(out),
     }
     command = papermill_command("2_train", lab["root"] / "2-lost.ipynb", params, lab["root"])
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not remote_steps(lab) and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    steps_at_loss = remote_steps(lab)
-    if first.poll() is None:  # the runtime goes away mid-training
-        for kernel in psutil.Process(first.pid).children(recursive=True):
-            kernel.kill()
-    _, stderr = first.communicate(timeout=60)
+    # checkpoint-4's upload is held at the server until the runtime is lost. Polled for checkpoint-2 alone, a busy
+    # machine let checkpoint-4 (its files go up in a fraction of a second) be committed before the kill.
+    lost = lab["server"].held_puts["/runs/tiny/checkpoint-4/"] = threading.Event()
+    try:
+        first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while not remote_steps(lab) and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        steps_at_loss = remote_steps(lab)
+        if first.poll() is None:  # the runtime goes away mid-training
+            for kernel in psutil.Process(first.pid).children(recursive=True):
+                kernel.kill()
+        _, stderr = first.communicate(timeout=60)
+    finally:
+        lost.set()
+        del lab["server"].held_puts["/runs/tiny/checkpoint-4/"]
     assert steps_at_loss == {2}, (
         f"expected only checkpoint-2 synced when the runtime was lost:\n{stderr[-3000:]}"
     )
     # The notebook never finished. On a loaded machine its training may have (checkpoint-2's upload is in the
-    # background, and steps 3-4 can outrun it), and the runtime is lost during the final uploads: a lost runtime all
-    # the same, as long as no later checkpoint was committed, so the run resumes from checkpoint-2.
+    # background, and steps 3-4 can outrun it), and the runtime is lost during the final (held) upload: a lost
+    # runtime all the same, as no later checkpoint was committed, so the run resumes from checkpoint-2.
     assert first.returncode != 0 and remote_steps(lab) == {2}, stderr[-3000:]
     shutil.rmtree(out)  # a new runtime has an empty disk
     nb = execute("2_train", lab["root"] / "2.ipynb", params, lab["root"])
