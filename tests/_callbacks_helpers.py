@@ -4,6 +4,7 @@ checkpoints, and fault injection through botocore's event hooks."""
 from __future__ import annotations
 
 import atexit
+import io
 import json
 import logging
 import os
@@ -41,6 +42,11 @@ class RecordingMotoServer(ThreadedMotoServer):
         ] = {}  # path fragment -> seconds each matching PUT waits before storing
         # Path fragment -> the event a matching PUT waits for (300 s at most): the test kills the uploader first.
         self.held_puts: dict[str, threading.Event] = {}
+        self.received: list[
+            tuple[str, str]
+        ] = []  # (method, path) of slowed or held PUTs, once their body is in
+        # Requests handled to the end (a PUT stored): as many as ``requests`` once none is in flight.
+        self.answered: list[str] = []
 
     def _server_entry(self) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -54,15 +60,36 @@ class RecordingMotoServer(ThreadedMotoServer):
             delay = next(
                 (s for fragment, s in self.slow_puts.items() if method == "PUT" and fragment in path), 0
             )
+            gates = [
+                gate
+                for fragment, gate in list(self.held_puts.items())
+                if method == "PUT" and fragment in path
+            ]
+            if delay or gates:
+                # The whole request in hand first (``received``), then the delay: a test that kills the uploader
+                # as soon as the headers came could kill it before it sent the body, and nothing was stored.
+                length = environ.get("CONTENT_LENGTH")
+                body = environ["wsgi.input"].read(int(length)) if length else environ["wsgi.input"].read()
+                environ["wsgi.input"] = io.BytesIO(body)
+                self.received.append((method, path))
             time.sleep(delay)  # a slow link, so a test can kill the uploader mid-checkpoint
-            for fragment, gate in list(self.held_puts.items()):
-                if method == "PUT" and fragment in path:
-                    gate.wait(300)
-            return app(environ, start_response)
+            for gate in gates:
+                gate.wait(300)
+            try:
+                return app(environ, start_response)
+            finally:
+                self.answered.append(path)  # a list: appends from the server's threads are atomic
 
         self._server = make_server(self._ip_address, self._port, recording_app, True)
         self._server_ready_event.set()
         self._server.serve_forever()
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Wait until every request received so far has been handled (a killed client's last PUT stored)."""
+        deadline = time.monotonic() + timeout
+        while len(self.answered) < len(self.requests):
+            assert time.monotonic() < deadline, "the S3 server is still handling a request"
+            time.sleep(0.02)
 
     @property
     def endpoint(self) -> str:
