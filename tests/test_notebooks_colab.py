@@ -23,7 +23,10 @@ GIB = 2**30
 @pytest.fixture
 def clean_env(monkeypatch):
     for name in colab.SECRETS:
-        monkeypatch.delenv(name, raising=False)
+        # Set first: delenv of a variable that is not set records nothing to undo, and the secrets load_credentials
+        # then put into os.environ outlived the test, into every later test of the worker (its processes too).
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     return monkeypatch
 
 
