@@ -66,7 +66,8 @@ def test_step_split_attributes_trl_profiling_blocks_to_phases(bench):
     assert step.forward_backward == pytest.approx(1.75)
 
 
-def _run(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+# The full-width Qwen run took 190 s on a 2-core machine under 3 busy loops and 3 test workers: twice that, and more.
+def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "benchmarks/grpo_step.py", *args],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=timeout,
