@@ -37,14 +37,12 @@ class RecordingMotoServer(ThreadedMotoServer):
     def __init__(self):
         super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
         self.requests: list[tuple[str, str, str]] = []
-        self.slow_puts: dict[
-            str, float
-        ] = {}  # path fragment -> seconds each matching PUT waits before storing
+        # Path fragment -> seconds each matching PUT waits before storing.
+        self.slow_puts: dict[str, float] = {}
         # Path fragment -> the event a matching PUT waits for (300 s at most): the test kills the uploader first.
         self.held_puts: dict[str, threading.Event] = {}
-        self.received: list[
-            tuple[str, str]
-        ] = []  # (method, path) of slowed or held PUTs, once their body is in
+        # (method, path) of slowed or held PUTs, once their body is in.
+        self.received: list[tuple[str, str]] = []
         # Requests handled to the end (a PUT stored): as many as ``requests`` once none is in flight.
         self.answered: list[str] = []
 

@@ -144,9 +144,8 @@ def test_a_lost_lease_is_not_renewed_over_its_new_owner(tmp_path, caplog):
     assert started.acquire(timeout=60)
     store.write_bytes(LEASE_KEY, other)
     gate.set()
-    assert started.acquire(
-        timeout=60
-    )  # the next renewal started: the held one is over, and met the other lease
+    # The next renewal started: the held one is over, and met the other lease.
+    assert started.acquire(timeout=60)
     assert store.read_bytes(LEASE_KEY) == other
     assert "Could not renew the lease" in caplog.text and "this run lost its lease" in caplog.text
     lease.release()
