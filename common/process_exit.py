@@ -13,6 +13,7 @@ import atexit
 import logging
 import os
 import sys
+import threading
 from typing import NoReturn
 
 
@@ -22,8 +23,12 @@ def launched_processes() -> int:
 
 
 def exit_launched_process(status: int) -> NoReturn:
-    """End this process with ``status``: the exit handlers run (uploads joined, the grader process stopped, trackers
-    finished), logs and output are flushed, and the interpreter's finalization is skipped."""
+    """End this process with ``status`` as the interpreter would, up to its finalization: the threads that are not
+    daemons are waited for (a checkpoint upload still going), the exit handlers run (the grader process stopped,
+    trackers finished), logs and output are flushed; then the process ends, skipping the finalization."""
+    # The interpreter's own first step of an exit: stop the executors' workers, then join every thread that is no
+    # daemon. Joining them by hand hung on idle ThreadPoolExecutor workers (boto3's), which only this tells to end.
+    threading._shutdown()
     atexit._run_exitfuncs()
     logging.shutdown()
     sys.stdout.flush()

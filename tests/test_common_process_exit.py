@@ -11,10 +11,17 @@ from conftest import REPO
 
 SCRIPT = textwrap.dedent(
     """
-    import atexit, logging, sys, threading
+    import atexit, logging, sys, threading, time
+    from concurrent.futures import ThreadPoolExecutor
     from common.process_exit import exit_launched_process
 
-    atexit.register(lambda: open(sys.argv[1], "w").write("handlers ran"))
+    def upload():  # a thread that is no daemon, as a checkpoint upload: the interpreter would wait for it
+        time.sleep(0.5)
+        open(sys.argv[1], "w").write("upload done")
+
+    threading.Thread(target=upload).start()
+    ThreadPoolExecutor(2).submit(lambda: None).result()  # an idle worker (boto3's transfers) must not hold the exit
+    atexit.register(lambda: open(sys.argv[1], "a").write(", handlers ran"))
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
     logging.getLogger("run").info("Final adapter saved")
     sys.stdout.write("no newline, still buffered")
@@ -40,7 +47,8 @@ def test_a_launched_process_exits_with_its_status_after_its_handlers_and_before_
     assert result.returncode == 3
     assert result.stdout == "no newline, still buffered"
     assert result.stderr == "Final adapter saved\n"
-    assert marker.read_text() == "handlers ran"  # and no ", finalized": the finalization was skipped
+    # In the interpreter's order (threads, then handlers), and no ", finalized": the finalization was skipped.
+    assert marker.read_text() == "upload done, handlers ran"
 
 
 def test_the_launched_process_count_is_the_launchers_world_size(monkeypatch):
