@@ -20,7 +20,8 @@ SCRIPT = textwrap.dedent(
         open(sys.argv[1], "w").write("upload done")
 
     threading.Thread(target=upload).start()
-    ThreadPoolExecutor(2).submit(lambda: None).result()  # an idle worker (boto3's transfers) must not hold the exit
+    pool = ThreadPoolExecutor(2)  # kept, with an idle worker (as boto3's transfers): it must not hold the exit
+    pool.submit(lambda: None).result()
     atexit.register(lambda: open(sys.argv[1], "a").write(", handlers ran"))
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
     logging.getLogger("run").info("Final adapter saved")
