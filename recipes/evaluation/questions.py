@@ -39,9 +39,8 @@ def eval_data(data: dict, split: str) -> dict:
         read = source_split(get_task(filled["task"]), filled, split)
     elif data.get("eval_source"):
         key = "data.eval_source"
-        if problem := missing_path(
-            data["eval_source"], key
-        ):  # read as data.source below, it would be named so
+        # Checked here, by its own key: read as data.source below, a missing file would be named so.
+        if problem := missing_path(data["eval_source"], key):
             raise EvaluationError(problem)
         data = {**data, "source": data["eval_source"], "config": None}
     path = Path(resolve_source(data["source"]))
