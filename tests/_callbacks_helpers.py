@@ -279,9 +279,3 @@ class Faults:
         code = {"503": "SlowDown", "501": "NotImplemented"}[kind]
         body = f"<Error><Code>{code}</Code><Message>Injected by the test.</Message></Error>".encode()
         return AWSResponse(request.url, int(kind), {"Content-Type": "application/xml"}, _Body(body))
-
-
-def distinct_share(completion_ids, **kwargs) -> list[float]:
-    """A reward the tiny random model gets varied values of (share of distinct tokens), so GRPO advantages are
-    non-zero and the adapter moves: resumed and uninterrupted runs then have something to disagree about."""
-    return [len(set(ids)) / max(len(ids), 1) for ids in completion_ids]

@@ -101,3 +101,9 @@ def planted_hack(completions, gold, **kwargs) -> list[float]:
     texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
     graded = [grade(t, g) for t, g in zip(texts, gold)]
     return [float("####" in t and r.found is not None and not r.correct) for t, r in zip(texts, graded)]
+
+
+def distinct_share(completion_ids, **kwargs) -> list[float]:
+    """A reward the tiny random model gets varied values of (share of distinct tokens), so GRPO advantages are
+    non-zero and the adapter moves: resumed and uninterrupted runs then have something to disagree about."""
+    return [len(set(ids)) / max(len(ids), 1) for ids in completion_ids]

@@ -26,7 +26,7 @@ COMMON = [
     "trainer.max_steps=4",
     "checkpoint.every_steps=2",
     "trainer.lr_scheduler_type=linear",  # a learning rate that changes every step, to compare
-    "rewards=[{path: '_callbacks_helpers:distinct_share'}]",  # varied rewards, so the adapter moves
+    "rewards=[{path: '_plugins:distinct_share'}]",  # varied rewards, so the adapter moves
 ]
 # The short line each logged training step prints (callbacks/progress.py).
 STEP_LINE = re.compile(r"^step \d+/\d+  reward ", re.MULTILINE)

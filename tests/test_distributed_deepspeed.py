@@ -15,10 +15,9 @@ import sys
 import pytest
 import torch
 from _callbacks_helpers import s3_bucket
+from _distributed import COMMON, assert_full_trained_adapters
 from conftest import REPO, free_port, plugin_env, require_optional
-from peft import PeftModel
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM
 
 from callbacks.manifest import local_checkpoint_problems
 from callbacks.remote import scan_remote
@@ -26,13 +25,6 @@ from callbacks.s3_store import S3Store
 
 pytestmark = pytest.mark.slow
 CONFIG = "recipes/accelerate/deepspeed_zero2_offload.yaml"
-COMMON = [
-    "trainer.max_steps=4",
-    "checkpoint.every_steps=2",
-    "trainer.lr_scheduler_type=linear",
-    "trainer.learning_rate=1e-2",
-    "rewards=[{path: '_callbacks_helpers:distinct_share'}]",  # varied rewards, so the adapter moves
-]
 
 
 def zero2_command(*machine: str) -> list[str]:
@@ -60,24 +52,6 @@ def curve(out) -> dict[int, tuple[float, float, float]]:
     are what show two runs took the same steps."""
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     return {h["step"]: (h["loss"], h["grad_norm"], h["reward"]) for h in history if "loss" in h}
-
-
-def assert_full_trained_adapters(out, base_dir) -> None:
-    """The final adapter and each checkpoint's load with peft onto the whole base, without FSDP or DeepSpeed; every
-    LoRA matrix has its module's full shape, B has moved from zero, and the final adapter is checkpoint-4's."""
-    final = load_file(out / "adapter_model.safetensors")
-    for folder in (out / "checkpoint-2", out / "checkpoint-4", out):
-        model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), folder)
-        loaded = {n: p for n, p in model.named_parameters() if "lora_" in n}
-        assert loaded and len(loaded) == len(final)
-        for name, module in model.named_modules():
-            if hasattr(module, "lora_A") and "default" in module.lora_A:
-                assert module.lora_A["default"].weight.shape[1] == module.in_features, name
-                assert module.lora_B["default"].weight.shape[0] == module.out_features, name
-    saved = load_file(out / "checkpoint-4" / "adapter_model.safetensors")
-    assert final.keys() == saved.keys() and all(torch.equal(final[k], saved[k]) for k in final)
-    lora_b = [t for k, t in final.items() if "lora_B" in k]
-    assert lora_b and all(t.abs().sum() > 0 for t in lora_b)
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 import torch
+from _distributed import COMMON, assert_full_trained_adapters
 from conftest import REPO, free_port, plugin_env, require_optional
-from test_distributed_deepspeed import COMMON, assert_full_trained_adapters
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 BF16 = ["model.dtype=bfloat16", "trainer.bf16=true"]
