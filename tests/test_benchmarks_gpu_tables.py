@@ -15,6 +15,7 @@ from conftest import REPO
 from benchmarks import gpu_tables
 from benchmarks.gpu_parts import PARTS, Row, command, gpu_test_files
 from benchmarks.gpu_tables import Session
+from recipes.recipe import load_recipe
 
 
 def python_row(label: str, code: str, shape: str | None = None) -> Row:
@@ -147,3 +148,22 @@ def _run(*args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=120,
     )
+
+
+GPU_ROWS = [
+    (part, row) for part, rows in PARTS.items() for row in rows if row.argv[0].startswith("benchmarks/")
+]
+
+
+@pytest.mark.parametrize(("part", "row"), GPU_ROWS, ids=[f"{p}: {r.label}" for p, r in GPU_ROWS])
+def test_every_row_loads_its_recipe_and_passes_options_its_script_has(part, row):
+    """A misspelt override or option found here costs nothing; found on the lent machine, a session's GPU time."""
+    from test_documented_commands import _help
+
+    script, recipe, *rest = row.argv
+    overrides = [
+        a.replace("{model}", "/nonexistent/model") for a in rest if "=" in a and not a.startswith("--")
+    ]
+    load_recipe(recipe, overrides)  # raises, naming the key, on a bad override
+    options = [a for a in rest if a.startswith("--")]
+    assert options and all(option in _help(script) for option in options), (options, script)
