@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from decimal import Decimal
 
-from rewards._typography import GROUPED, grouped_number, imaginary_unit, vulgar_fractions
+from rewards._typography import GROUPED, grouped_number, imaginary_unit, repeated_number, vulgar_fractions
 
 # Final answers sit at the end of a completion; the tail bounds the work on a runaway 1 MB output.
 TAIL_CHARS = 10_000
@@ -55,7 +55,7 @@ _ARITHMETIC = re.compile(r"[0-9.\s+*/()-]+")
 _SENTENCE_END = re.compile(r"(?<=[0-9A-Za-z)\]}$*_])\.\s+(?=[A-Z])")
 HEDGED = "hedged"  # what a snippet holding a hedged answer yields: found, and never equal to a gold answer
 _CANONICAL = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
-_PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(?:" + _NUMBER_CORE + "|" + GROUPED + r")\s*\.?\s*")
+_PLAIN_SNIPPET = re.compile(r"\s*\\?\$?\s*(?:" + _NUMBER_CORE + "|(?P<grouped>" + GROUPED + r"))\s*\.?\s*")
 
 # "#### 18" (GSM8K's final line); the group is the rest of the line.
 HASH_LINE = re.compile(r"####[ \t#]*([^\n]*)")
@@ -114,8 +114,9 @@ def is_canonical_number(answer: str) -> bool:
 
 def is_plain_number(snippet: str) -> bool:
     """Whether a snippet is just a number: optional ``$``, separators (``1,000``, ``1 000``), sign and final period,
-    no words."""
-    return _PLAIN_SNIPPET.fullmatch(clean(snippet[:MAX_SNIPPET_CHARS])) is not None
+    no words; not a number written twice ("293 293"), which the grader reads but is no plain number."""
+    match = _PLAIN_SNIPPET.fullmatch(clean(snippet[:MAX_SNIPPET_CHARS]))
+    return match is not None and not (match.group("grouped") and repeated_number(match.group("grouped")))
 
 
 def _matching_braces(text: str, start: int) -> dict[int, int]:

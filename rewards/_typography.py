@@ -7,7 +7,11 @@ Models trained on typeset text write numbers the way print does, and math-verify
 - Digit groups split by a space (SI style: ``1 000``, or a thin or no-break space): one number when a whole
   answer is written so and every group after the first has exactly three digits, with the same space
   throughout. Elsewhere they are separate numbers: "#### 12 15" is not 1215, and in running text "on day
-  3 000 people came" is not a number of 3,000. (math-verify reads ``$1 000$`` as 1 * 000 = 0.)
+  3 000 people came" is not a number of 3,000. (math-verify reads ``$1 000$`` as 1 * 000 = 0.) Groups that all
+  repeat the first, three digits each, are that number repeated, not one grouped number: "#### 293 293" (and
+  "293 293 293") is 293. A model that says its final number twice is far more common than an SI-grouped answer
+  whose groups are all alike; a sign or a decimal part ("-293 293", "293 293.5") is no repeat, so those stay one
+  grouped number.
 - The imaginary unit set apart from its coefficient (``6 - 5 i``, ``6 - 5\,i``, ``5 \cdot i``,
   ``5\mathrm{i}``): math-verify gives an expression with a free-standing ``i`` complex symbols and one with
   ``5i`` real ones, two different ``i``, so ``6 - 5 i`` never equalled a gold ``6-5i``; it drops ``\mathrm{i}``
@@ -52,14 +56,30 @@ def vulgar_fractions(text: str) -> str:
     return _FRACTION.sub(_fraction, text)
 
 
+def repeated_number(answer: str) -> str | None:
+    """The number when ``answer`` is one three-digit number written again with the same space ("293 293"), else None.
+
+    >>> [repeated_number(s) for s in ["293 293", "293 293 293", "293 294", "-293 293", "293 293.5", "1 000", "293"]]
+    ['293', '293', None, None, None, None, None]
+    """
+    match = _GROUPED.fullmatch(answer)
+    # Every group after the first has three digits and no sign, so groups all alike are three plain digits each.
+    groups = set(answer.split(match.group("space"))) if match else set()
+    return groups.pop() if len(groups) == 1 else None
+
+
 def grouped_number(answer: str) -> str | None:
-    """``answer`` without its group spaces when it is one number written in groups of three, else None.
+    """``answer`` as one number when it is written in groups of three (a repeated number is that number), else None.
 
     >>> [grouped_number(s) for s in ["1 000", "-3\u202f000\u202f000.5", "12 15", "1 0000", "1000 000", "1 000\u2009000"]]
     ['1000', '-3000000.5', None, None, None, None]
+    >>> grouped_number("293 293"), grouped_number("293 294")
+    ('293', '293294')
     """
     match = _GROUPED.fullmatch(answer)
-    return answer.replace(match.group("space"), "") if match else None
+    if match is None:
+        return None
+    return repeated_number(answer) or answer.replace(match.group("space"), "")
 
 
 def imaginary_unit(latex: str) -> str:

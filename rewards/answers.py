@@ -62,7 +62,8 @@ __all__ = [
 # Bump when a completion's grade can change (correct, the lm-eval grades, format_ok, pred). Evaluation records carry
 # it: stats.compare refuses two files graded by different versions, and re-running an evaluation grades a file
 # written by an older one again. 1: files written before records carried it. 2: typeset numbers (1 000, 3¼, 6 - 5 i).
-GRADER_VERSION = 2
+# 3: a number written again ("#### 293 293") is that number, not 293293.
+GRADER_VERSION = 3
 
 
 def extract_answer(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from rewards._gold import read_gold
 from rewards._layout import format_parts
 from rewards.answers import extract_answer, grade, lm_eval_grades
 
@@ -120,3 +121,31 @@ def test_a_complex_number_with_its_unit_set_apart_equals_the_gold(completion, an
 def test_a_complex_number_never_equals_another_value_nor_its_real_part(completion, gold):
     """math-verify dropped ``\\mathrm{i}`` (6-5 = 1), and the number reader cut "5 i" as a unit word ("5 m")."""
     assert not grade(completion, gold).correct
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["#### 293 293", "The answer is 293 293", r"\boxed{293 293}", "<answer>293 293</answer>", "#### 293 293 293",
+     f"#### 293{NNBSP}293"],
+)  # fmt: skip
+def test_a_final_number_written_again_is_that_number_not_one_in_digit_groups(text):
+    """A model that says its answer twice ("#### 293 293") answers 293: it is no SI-grouped 293,293."""
+    _reads(text, "293", "293")
+    assert not grade(text, "293293").correct
+
+
+@pytest.mark.parametrize(
+    ("text", "gold"),
+    [("#### 293 294", "293294"), ("#### -293 293", "-293293"), ("#### 293 293.5", "293293.5"), ("#### 100 100 000", "100100000")],
+)  # fmt: skip
+def test_groups_that_are_not_all_the_first_group_stay_one_number(text, gold):
+    _reads(text, gold, gold)
+
+
+def test_a_gold_and_the_format_reward_read_a_number_written_again_as_the_grader_does():
+    assert read_gold("She has 293 apples.\n#### 293 293") == read_gold("293 293") == ("293", False)
+    # An answer the grader reads (so the format reward pays for one), but the number twice is no plain number.
+    assert format_parts("3 + 290 = 293\n#### 293 293", "hash") == (True, True, False, True)
+    assert format_parts(r"3 + 290 = 293, so $\boxed{293 293}$.", "boxed") == (True, True, False, True)
+    tags = "<reasoning>3 + 290</reasoning><answer>293 293</answer>"
+    assert format_parts(tags, "tags") == (True, True, False, True)
