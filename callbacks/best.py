@@ -145,13 +145,18 @@ def names_best_pointer(location: str) -> bool:
     return path.name == BEST_NAME and not path.is_dir()
 
 
+def best_run(location: str) -> str:
+    """The run folder or URI whose ``best`` pointer ``location`` names."""
+    return location.rstrip("/")[: -len(BEST_NAME)].rstrip("/") or "."
+
+
 def resolve_best(location: str, endpoint_url: str | None = None) -> tuple[Store, RemoteCheckpoint]:
     """The store of a ``.../best`` path or URI and the complete checkpoint its pointer names.
 
     Raises:
         CheckpointError: No pointer there, or it names a checkpoint that is gone, incomplete or recommitted.
     """
-    run = location.rstrip("/")[: -len(BEST_NAME)].rstrip("/") or "."
+    run = best_run(location)
     store = open_store(run, endpoint_url if run.startswith("s3://") else None)
     pointer = read_best_pointer(store)
     if pointer is None:

@@ -53,12 +53,8 @@ def explicit_checkpoint(
             raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
         return _remote(source, usable, resume, output_dir, vet)
     path = Path(resume).expanduser()
-    if not path.exists():
-        hint = did_you_mean(resume, ["latest", "never"]) or saved_beside(path)
-        raise CheckpointError(
-            f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, an existing "
-            f"checkpoint folder, or a run's best pointer (.../best).{hint}"
-        )
+    if refusal := missing_resume(resume):
+        raise CheckpointError(refusal)
     step = checkpoint_step(path.name)
     candidates = (
         scan_local(path) if step is None else [LocalCheckpoint(path, step, local_checkpoint_problems(path))]
@@ -71,6 +67,19 @@ def explicit_checkpoint(
         logger.warning("Skipping %s: %s", c.folder, "; ".join(c.problems))
     reasons = "; ".join(p for c in candidates for p in c.problems) or "no checkpoint-N folders in it"
     raise CheckpointError(f"Cannot resume from {path}: {reasons}")
+
+
+def missing_resume(resume: str) -> str | None:
+    """Why a local ``checkpoint.resume`` names nothing to resume (no such path), else None; nothing is read, so
+    ``run.py --print`` asks it too."""
+    path = Path(resume).expanduser()
+    if path.exists():
+        return None
+    hint = did_you_mean(resume, ["latest", "never"]) or saved_beside(path)
+    return (
+        f"checkpoint.resume={resume!r} is not 'latest', 'never', an s3:// or file:// URI, an existing "
+        f"checkpoint folder, or a run's best pointer (.../best).{hint}"
+    )
 
 
 def _remote(

@@ -88,11 +88,16 @@ def scan_remote(store: Store, *, read_manifests: bool = True) -> list[RemoteChec
     return sorted(found.values(), key=lambda c: c.step, reverse=True)
 
 
-def open_source(uri: str, endpoint_url: str | None) -> tuple[Store, int | None]:
-    """The store of a checkpoint URI, and the step it names (``.../checkpoint-N``) or None for a whole run."""
+def source_uri(uri: str) -> tuple[str, int | None]:
+    """The URI of the store a checkpoint URI is in (its run's), and the step it names or None for a whole run."""
     name = urlparse(uri).path.rstrip("/").rsplit("/", 1)[-1]
     step = checkpoint_step(name)
-    base = uri.rstrip("/")[: -len(name) - 1] if step is not None else uri
+    return (uri.rstrip("/")[: -len(name) - 1] if step is not None else uri), step
+
+
+def open_source(uri: str, endpoint_url: str | None) -> tuple[Store, int | None]:
+    """The store of a checkpoint URI, and the step it names (``.../checkpoint-N``) or None for a whole run."""
+    base, step = source_uri(uri)
     return open_store(base, endpoint_url if uri.startswith("s3://") else None), step
 
 

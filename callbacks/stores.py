@@ -162,13 +162,24 @@ class FolderStore(Store):
             )
         return [p.relative_to(self.root).as_posix() for p in found]
 
-    def preflight(self) -> None:
+    def unusable(self) -> str | None:
+        """Why no checkpoint can be written here, seen without writing (``run.py --print`` asks it too), else None."""
         drive = Path("/content/drive")
         if self.root.is_relative_to(drive) and not (drive / "MyDrive").is_dir():
-            raise CheckpointError(
+            return (
                 f"checkpoint.uri {self.root} is on Google Drive, but Drive is not mounted. In Colab run "
                 "`from google.colab import drive; drive.mount('/content/drive')` first."
             )
+        if file := next((p for p in (self.root, *self.root.parents) if p.is_file()), None):
+            return (
+                f"checkpoint.uri: cannot write checkpoints to folder {self.root} ({file} is a file; "
+                "checkpoint.uri names a folder)"
+            )
+        return None
+
+    def preflight(self) -> None:
+        if problem := self.unusable():
+            raise CheckpointError(problem)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             probe = f"{_TMP_PREFIX}probe-{uuid.uuid4().hex}"
@@ -176,10 +187,8 @@ class FolderStore(Store):
             ok = self.read_bytes(probe) == b"probe"
             self.delete([probe])
         except OSError as e:
-            file = next((p for p in (self.root, *self.root.parents) if p.is_file()), None)
-            what = f" ({file} is a file; checkpoint.uri names a folder)" if file else ""
             raise CheckpointError(
-                f"checkpoint.uri: cannot write checkpoints to folder {self.root}{what}: {e}"
+                f"checkpoint.uri: cannot write checkpoints to folder {self.root}: {e}"
             ) from e
         if not ok:
             raise CheckpointError(f"Folder {self.root} did not return what was written to it")
@@ -212,46 +221,53 @@ def is_remote(location: str) -> bool:
     return urlparse(location).scheme in ("s3", "file")
 
 
-def open_store(uri: str, endpoint_url: str | None = None) -> Store:
-    """The store for ``checkpoint.uri``: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
-
-    Raises:
-        CheckpointError: For an unsupported scheme or a malformed S3 URI.
-    """
+def uri_problem(uri: str, endpoint_url: str | None = None) -> str | None:
+    """Why ``open_store`` refuses ``uri``, read from the URI alone (no store opened, no network), else None."""
     for key, value in (("checkpoint URI", uri), ("checkpoint.endpoint_url", endpoint_url)):
         if problem := credential_problem(key, value):
-            raise CheckpointError(problem)
+            return problem
     parsed = urlparse(uri)
     if parsed.scheme == "s3":
-        if not parsed.netloc:
-            raise CheckpointError(f"checkpoint URI {uri!r} names no bucket; expected s3://bucket/prefix")
-        from callbacks.s3_store import S3Store
-
-        return S3Store(parsed.netloc, parsed.path.strip("/"), endpoint_url=endpoint_url)
-    if endpoint_url:
-        raise CheckpointError(
-            f"checkpoint.endpoint_url is set ({endpoint_url}) but {uri!r} is not an s3:// URI"
+        return (
+            None if parsed.netloc else f"checkpoint URI {uri!r} names no bucket; expected s3://bucket/prefix"
         )
+    if endpoint_url:
+        return f"checkpoint.endpoint_url is set ({endpoint_url}) but {uri!r} is not an s3:// URI"
     if parsed.scheme == "file":
         # urlparse reads file://tmp/runs as host "tmp" and path /runs: the run would write to /runs unannounced.
         # ~/runs from file://~/runs, file:///~/runs or file://localhost/~/runs; /~scratch/runs is a plain folder
         written = ("" if parsed.netloc == "localhost" else parsed.netloc) + parsed.path
         written = written.removeprefix("/")
         if written == "~" or written.startswith("~/"):  # a URI has no home folder: /~/runs is a folder "~"
-            raise CheckpointError(
+            return (
                 f"checkpoint URI {uri!r}: a file:// URI cannot name a home folder; write the plain path "
                 f"{written}, which expands ~"
             )
         if parsed.netloc not in ("", "localhost"):
-            raise CheckpointError(
+            return (
                 f"checkpoint URI {uri!r} names a host ({parsed.netloc!r}), which a folder store cannot reach; "
                 f"for the folder /{parsed.netloc}{parsed.path} write file:///{parsed.netloc}{parsed.path} "
                 "(three slashes) or the plain path"
             )
-        return FolderStore(parsed.path)
-    if parsed.scheme and len(parsed.scheme) > 1:  # one letter: a Windows drive, a path
-        raise CheckpointError(
+    elif parsed.scheme and len(parsed.scheme) > 1:  # one letter: a Windows drive, a path
+        return (
             f"Unsupported checkpoint URI {uri!r}: use s3://bucket/prefix, file:///folder or a folder path "
             "(for example a mounted Google Drive, /content/drive/MyDrive/runs/NAME)"
         )
-    return FolderStore(uri)
+    return None
+
+
+def open_store(uri: str, endpoint_url: str | None = None) -> Store:
+    """The store for ``checkpoint.uri``: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
+
+    Raises:
+        CheckpointError: For an unsupported scheme or a malformed S3 URI (``uri_problem``).
+    """
+    if problem := uri_problem(uri, endpoint_url):
+        raise CheckpointError(problem)
+    parsed = urlparse(uri)
+    if parsed.scheme == "s3":
+        from callbacks.s3_store import S3Store
+
+        return S3Store(parsed.netloc, parsed.path.strip("/"), endpoint_url=endpoint_url)
+    return FolderStore(parsed.path if parsed.scheme == "file" else uri)

@@ -46,9 +46,9 @@ TRACKERS = {
 }
 
 
-def _unknown_trackers(recipe: Recipe) -> list[str]:
+def unknown_trackers(recipe: Recipe) -> list[str]:
     """One line per trainer.report_to name transformers does not know (it raised after the model had loaded).
-    Run time only: transformers' integrations take seconds to import, which --print should not pay."""
+    Not at load, which every tool pays for: a run, --print and --plan (recipes/start_checks.py) ask it."""
     from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
 
     report_to = recipe.config["trainer"]["report_to"]
@@ -262,7 +262,7 @@ def check_environment(recipe: Recipe, model_config, cuda_available: bool) -> Non
             f"data.max_prompt_tokens ({prompt}) + trainer.max_completion_length ({completion}) = "
             f"{prompt + completion} tokens, but {m['name_or_path']} holds at most {context}. Lower one of them."
         )
-    errors += _unknown_trackers(recipe)
+    errors += unknown_trackers(recipe)
     # The layers the planner knows: check the LoRA targets against them.
     if getattr(model_config, "model_type", None) in SUPPORTED_MODEL_TYPES:
         try:

@@ -29,6 +29,7 @@ from common.errors import exit_status
 from common.logs import log_to_stderr
 from common.process_exit import exit_launched_process, launched_processes
 from recipes.recipe import RecipeError, available, load_recipe
+from recipes.start_checks import check_start
 
 logger = logging.getLogger("recipes.run")
 
@@ -271,18 +272,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     log_to_stderr()
 
-    def command() -> None:
+    def command() -> object:
         recipe = load_recipe(args.recipe, args.overrides)
+        if not (args.print or args.plan):
+            return train(recipe)
+        check_start(recipe)  # what a run refuses at its start, said here too (offline)
         if args.print:
             print(recipe.to_yaml(), end="")
-        elif args.plan:
+        else:
             from recipes.planner.launch_config import offloads_optimizer, unmodelled_sharding
             from recipes.planner.render import render_plan
 
             offload, sharding = offloads_optimizer(args.config_file), unmodelled_sharding(args.config_file)
             print(render_plan(recipe, offload_optimizer=offload, sharding=sharding))
-        else:
-            train(recipe)
 
     # A UserError is the user's to fix: its message, not a traceback. So is Ctrl-C: say how to go on.
     return exit_status(
@@ -293,8 +295,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     status = main()
-    if launched_processes() > 1:
-        exit_launched_process(
-            status
-        )  # past the interpreter's finalization, where gloo's threads can abort it
+    if launched_processes() > 1:  # past the interpreter's finalization, where gloo's threads can abort it
+        exit_launched_process(status)
     sys.exit(status)
