@@ -30,7 +30,7 @@ def heldout_plan(recipe) -> HeldoutPlan:
     if heldout["questions"] > len(rows):
         raise DataError(
             f"heldout.questions is {heldout['questions']} but the {heldout['split']} split of {data['source']} has "
-            f"{len(rows)} questions; set heldout.questions={len(rows)} or fewer."
+            f"{len(rows)} question{'' if len(rows) == 1 else 's'}; set heldout.questions={len(rows)} or fewer."
         )
     rows = rows.select(select_questions(rows["id"], heldout["questions"], heldout["seed"])).to_list()
     decoding = decoding_for(recipe.config["trainer"], None, None, None, samples=heldout["samples"])

@@ -89,7 +89,8 @@ def _test_line(name: str, result: TestResult | None, primary: bool) -> str:
 def _smallest_p_note(g: GroupResult) -> str:
     # Exact sign-flip: the two all-same-sign assignments always count, so p >= 2 / 2^k for k nonzero differences.
     k = sum(d != 0 for d in g.comparison.diffs)
-    return f"  ({k} nonzero differences: p cannot go below {2 ** (1 - k):.4g})" if 0 < k <= 5 else ""
+    differences = "difference" if k == 1 else "differences"
+    return f"  ({k} nonzero {differences}: p cannot go below {2 ** (1 - k):.4g})" if 0 < k <= 5 else ""
 
 
 def _group_row(g: GroupResult, width: int) -> str:
