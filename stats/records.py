@@ -197,6 +197,27 @@ def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _renamed(baseline: ModelRecords, tuned: ModelRecords) -> str | None:
+    """What to do when files without a shared id hold the same question texts: their ids were made differently."""
+    texts = {
+        _normalised(r["question"]): r["id"] for r in baseline.records if isinstance(r.get("question"), str)
+    }
+    pairs = {
+        (texts[text], r["id"])
+        for r in tuned.records
+        if isinstance(r.get("question"), str) and (text := _normalised(r["question"])) in texts
+    }
+    if not pairs:
+        return None
+    base_id, tuned_id = min(pairs)
+    return (
+        f"yet {len({b for b, _ in pairs})} questions are in both under other ids ({base_id!r} in the baseline is "
+        f"{tuned_id!r} in the tuned file). Ids of rows without an 'id' field are made from the name data.source "
+        "gives (a folder and a file in it make different ids): evaluate both models with the same data.source, or "
+        "give the rows an 'id' field."
+    )
+
+
 def _check_same_questions(baseline: ModelRecords, tuned: ModelRecords, ids: list[str]) -> None:
     """Refuse a paired id whose question text or gold answer differs between the files.
 
@@ -253,7 +274,7 @@ def pair_questions(baseline: ModelRecords, tuned: ModelRecords, *, intersect: bo
         raise InputError(
             f"{baseline.path} and {tuned.path} have no question id in common "
             f"(e.g. {_examples(sorted(base_ids))} vs {_examples(sorted(tuned_ids))}): "
-            "were they evaluated on the same dataset split?"
+            + (_renamed(baseline, tuned) or "were they evaluated on the same dataset split?")
         )
     if (only_base or only_tuned) and not intersect:
         raise InputError(

@@ -120,6 +120,25 @@ def test_pairing_with_nothing_in_common_is_an_error_even_with_intersect(tmp_path
         pair_questions(base, tuned, intersect=True)
 
 
+def test_the_same_questions_under_other_ids_name_how_ids_are_made(tmp_path):
+    """A folder and a file in it as data.source make other ids for the same rows: say so, not 'same split?'."""
+
+    def evaluated(path, stem):
+        rows = [{"id": f"{stem}-test-{i:05d}", "sample": 0, "correct": True, "question": f"What is {i} + 1?"}
+                for i in range(3)]  # fmt: skip
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return load_records(path)
+
+    with pytest.raises(InputError) as err:
+        pair_questions(evaluated(tmp_path / "b.jsonl", "my_task"), evaluated(tmp_path / "t.jsonl", "test"))
+    assert str(err.value).endswith(
+        "yet 3 questions are in both under other ids ('my_task-test-00000' in the baseline is 'test-test-00000' "
+        "in the tuned file). Ids of rows without an 'id' field are made from the name data.source gives (a folder "
+        "and a file in it make different ids): evaluate both models with the same data.source, or give the rows "
+        "an 'id' field."
+    )
+
+
 def test_pairing_refuses_different_gold_for_the_same_question(tmp_path):
     base = load_records(write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 0], 1)))
     lines = (tmp_path / "b.jsonl").read_text().splitlines()
