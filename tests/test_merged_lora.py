@@ -125,7 +125,8 @@ def test_a_four_bit_base_generates_the_same_tokens_dequantised_and_keeps_its_qua
     model.eval()
     greedy(model, tokenizer, tokens=1)  # on a CPU with AVX512-BF16, bitsandbytes repacks the weights now
     layer = next(m for m in model.modules() if type(m).__name__ == "Linear4bit")
-    if layer.weight.quant_state.packing_format_for_cpu:  # refused, not merged wrongly
+    # bitsandbytes 0.50.2 gives a quant state the flag only once it has repacked its weights.
+    if getattr(layer.weight.quant_state, "packing_format_for_cpu", False):  # refused, not merged wrongly
         with pytest.raises(UserError, match="repacked by bitsandbytes for its CPU bf16 kernel"):
             merge_adapters(model)
 
