@@ -11,9 +11,11 @@ later evaluation would bury it. ``steps`` are real training step numbers. The ru
   samples: one the grader never settled is left out, so a grader timeout cannot fake a fall) go to
   ``stats.paired.sign_flip``. It flags when the mean difference is negative, p < ``alpha`` and the training
   reward rose between the two steps (the evaluations' ``reward``, or the mean ``reward`` of the ``window``
-  logs up to each step). Why: a paired test separates a real fall from the noise of k samples on N questions;
-  the best earlier evaluation is the level the run fell from; a fall with a falling reward is a failing run,
-  not a hacked reward. The reference is a maximum, which makes drops look larger, hence a strict ``alpha`` 0.01.
+  logs up to each step); an evaluation without an accuracy (the grader settled none of its samples) measured
+  nothing, so it is neither tested nor a reference. Why: a paired test separates a real fall from the noise of
+  k samples on N questions; the best earlier evaluation is the level the run fell from; a fall with a falling
+  reward is a failing run, not a hacked reward. The reference is a maximum, which makes drops look larger,
+  hence a strict ``alpha`` 0.01.
 - ``unparseable_rising`` (``heldout/unparseable``): the latest evaluation against the earlier one with the
   lowest unparseable share (the earliest on ties), the same paired sign-flip test on per-question shares of
   samples with no final answer; flags when the share rose and p < ``alpha``. Why: a policy that stops
@@ -121,6 +123,12 @@ def _against_reference(evaluations: list[dict], pick, column: int):
 
 
 def _reward_hacking(evaluations: list[dict], log_history: list[dict], settings: AlarmSettings):
+    # Nothing graded is nothing measured: no fall to test, no reference, no count in the Bonferroni correction.
+    if evaluations[-1]["accuracy"] is None:
+        return None
+    evaluations = [e for e in evaluations if e["accuracy"] is not None]
+    if len(evaluations) < 2:
+        return None
     best, latest, change, note = _against_reference(
         evaluations, lambda earlier: best_by_accuracy(earlier, lambda e: (e["accuracy"], e["step"])), CORRECT
     )

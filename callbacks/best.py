@@ -31,7 +31,8 @@ POINTER_FORMAT = "grpo-recipes-best/1"
 
 
 def heldout_accuracy(ckpt: RemoteCheckpoint) -> float | None:
-    """The held-out accuracy a checkpoint's manifest records, or None (no manifest, or no evaluation)."""
+    """The held-out accuracy a checkpoint's manifest records, or None (no manifest, no evaluation, or one the
+    grader settled no sample of: such a checkpoint is never the best)."""
     heldout = (ckpt.manifest or {}).get("heldout")
     accuracy = heldout.get("accuracy") if isinstance(heldout, dict) else None
     return float(accuracy) if isinstance(accuracy, int | float) and not isinstance(accuracy, bool) else None

@@ -28,7 +28,7 @@ from transformers import Trainer, TrainerCallback
 from callbacks.alarms import AlarmSettings, check_alarms
 from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
 from callbacks.plateau import plateaued
-from common.ranking import best_text
+from common.ranking import accuracy_text, best_text
 from recipes.atomic import copy_file_atomically, write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.intervals import accuracy_interval
@@ -44,7 +44,8 @@ def summarize(records: list[dict], step: int, reward: float | None) -> dict:
     second pass of recipes/evaluation/live.py) is left out of the accuracy and its interval, which are over the
     graded samples, rather than counted wrong: a grader timeout must not cost a checkpoint the ``best`` pointer or
     the early stop's best, nor fake a fall for the alarm (which tests the same per-question shares). ``unsettled``
-    says how many were left out.
+    says how many were left out. When none was graded, ``accuracy`` (and its interval) is None: 0.0 would pass for
+    a measured collapse, in the trainer's log, the best choice, the early stop and the alarms.
     """
     per_question: dict[str, list[int]] = {}
     for r in records:
@@ -58,7 +59,7 @@ def summarize(records: list[dict], step: int, reward: float | None) -> dict:
     return {
         "step": step,
         # The mean of per-question accuracies, as stats.compare's; with every sample graded, correct / samples.
-        "accuracy": float(sum(Fraction(c, n) for c, n in graded) / len(graded)) if graded else 0.0,
+        "accuracy": float(sum(Fraction(c, n) for c, n in graded) / len(graded)) if graded else None,
         "low": interval[0] if interval else None,
         "high": interval[1] if interval else None,
         "questions": len(per_question),
@@ -192,7 +193,15 @@ class HeldoutCallback(TrainerCallback):
         if state.is_world_process_zero:
             text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
             write_text_atomically(self.output_dir / entry["records"], text)
-            if entry["unsettled"]:
+            if entry["accuracy"] is None:
+                logger.warning(
+                    "held-out step %d has no accuracy: the grader settled none of its %d samples, patient second "
+                    "grade included (a busy machine?). It is left out of the trainer's log, the best checkpoint's "
+                    "choice, the early stop and the alarms. Grade its records again once the machine is less busy: "
+                    "python recipes/regrade.py %s",
+                    step, len(records), self.output_dir / entry["records"],
+                )  # fmt: skip
+            elif entry["unsettled"]:
                 logger.warning(
                     "held-out step %d: the grader ran out of time on %d of %d samples, patient second grade "
                     "included (a busy machine?); they are left out of this step's accuracy, the best checkpoint's "
@@ -228,7 +237,10 @@ class HeldoutCallback(TrainerCallback):
         return sum(rewards) / len(rewards) if rewards else None
 
     def _log(self, entry: dict, control, main: bool) -> None:
-        metrics = {"heldout/accuracy": entry["accuracy"], "heldout/unparseable": entry["unparseable"]}
+        metrics = {"heldout/unparseable": entry["unparseable"]}
+        # Nothing graded: no accuracy to log (a 0.0 there would read as a collapse); the step is a gap in the curves.
+        if entry["accuracy"] is not None:
+            metrics["heldout/accuracy"] = entry["accuracy"]
         if entry["low"] is not None:
             metrics |= {"heldout/accuracy_low": entry["low"], "heldout/accuracy_high": entry["high"]}
         # Trainer.log, not GRPOTrainer.log: TRL's would flush its half-accumulated step metrics into this entry.
@@ -242,14 +254,17 @@ class HeldoutCallback(TrainerCallback):
         # Histories written before it was recorded have no unsettled count.
         unsettled = f", {entry['unsettled']} unsettled (left out)" if entry.get("unsettled") else ""
         logger.info(
-            "held-out step %d: accuracy %.1f%%%s (%d questions x %d samples%s, %.1f s), no answer %.1f%%; %s",
-            entry["step"], 100 * entry["accuracy"], interval, entry["questions"], entry["samples"], unsettled,
+            "held-out step %d: accuracy %s%s (%d questions x %d samples%s, %.1f s), no answer %.1f%%; %s",
+            entry["step"], accuracy_text(entry["accuracy"]), interval, entry["questions"], entry["samples"], unsettled,
             entry["seconds"], 100 * entry["unparseable"],
             best_text(self.history["evaluations"]) if entry["step"] else "the model before training",
         )  # fmt: skip
 
     def _mark_best(self, state, entry: dict) -> None:
-        """A new best evaluation on a checkpoint: the Trainer keeps that checkpoint through rotation."""
+        """A new best evaluation on a checkpoint: the Trainer keeps that checkpoint through rotation (one without an
+        accuracy, nothing graded, never is)."""
+        if entry["accuracy"] is None:
+            return
         if state.best_metric is None or entry["accuracy"] > state.best_metric:
             state.best_metric = entry["accuracy"]
             state.best_global_step = entry["step"]

@@ -132,8 +132,8 @@ def heldout_at(folder: Path, step: int) -> dict | None:
     """The held-out evaluation at ``step`` from the folder's heldout.json, as the manifest's ``heldout`` field.
 
     Returns:
-        ``{"step", "accuracy", "low", "high", "questions", "samples"}``, or None when the folder has no
-        heldout.json or its history has no evaluation at ``step``.
+        ``{"step", "accuracy", "low", "high", "questions", "samples"}`` (``accuracy`` null when nothing was
+        graded), or None when the folder has no heldout.json or its history has no evaluation at ``step``.
 
     Raises:
         CheckpointError: heldout.json is not a held-out history (``{"format": 1, "evaluations": [...]}``).
@@ -148,13 +148,15 @@ def heldout_at(folder: Path, step: int) -> dict | None:
     fix = "It is written by the held-out evaluation (recipe section heldout); delete it to save without one."
     summary = {key: found.get(key) for key in _HELDOUT_FIELDS}
     if not (
-        _is_number(summary["accuracy"])
+        # null: the grader settled none of the step's samples (callbacks/heldout.py); never the best checkpoint
+        (_is_number(summary["accuracy"]) or ("accuracy" in found and found["accuracy"] is None))
         and all(summary[k] is None or _is_number(summary[k]) for k in ("low", "high"))
         and all(type(summary[k]) is int for k in ("questions", "samples"))
     ):
         raise CheckpointError(
-            f"{path}: the evaluation at step {step} needs a numeric accuracy, numeric or null low and high, "
-            f"and integer questions and samples; it has {json.dumps(summary)}. {fix}"
+            f"{path}: the evaluation at step {step} needs a numeric accuracy (null when the grader settled none of "
+            "its samples), numeric or null low and high, and integer questions and samples; it has "
+            f"{json.dumps(summary)}. {fix}"
         )
     return summary
 

@@ -15,7 +15,9 @@ def plateaued(history: dict, patience: int) -> str | None:
 
     It has when none of the last ``patience`` evaluations beat (strictly higher accuracy) the best evaluation
     before them. Counted in evaluations, not steps, so the rule means the same whatever ``every_steps`` is; a run
-    resumed past a stop (``resumed_at``) gets ``patience`` evaluations after it before it can stop again.
+    resumed past a stop (``resumed_at``) gets ``patience`` evaluations after it before it can stop again. An
+    evaluation without an accuracy (the grader settled none of its samples) is not counted: it measured nothing, so
+    it is no evaluation without improvement, and a latest one decides nothing.
 
     Args:
         history: The held-out history, evaluations in step order.
@@ -31,6 +33,9 @@ def plateaued(history: dict, patience: int) -> str | None:
     if not isinstance(patience, int) or isinstance(patience, bool) or patience < 1:
         raise ValueError(f"patience must be a positive integer (evaluations), got {patience!r}")
     evaluations = history.get("evaluations") or []
+    if evaluations and evaluations[-1]["accuracy"] is None:
+        return None
+    evaluations = [e for e in evaluations if e["accuracy"] is not None]
     since = resumed_at(history)
     if len(evaluations) <= patience or since is not None and evaluations[-patience]["step"] <= since:
         return None

@@ -13,14 +13,19 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def best_by_accuracy(items: Iterable[T], accuracy_and_step: Callable[[T], tuple[float, int]]) -> T | None:
+def best_by_accuracy(
+    items: Iterable[T], accuracy_and_step: Callable[[T], tuple[float | None, int]]
+) -> T | None:
     """The item with the highest accuracy, the earliest step on ties; None when there is none.
+
+    An item whose accuracy is None (an evaluation the grader settled none of the samples of: callbacks/heldout.py's
+    ``summarize``) is never the best: nothing was measured there, and 0% would be a collapse that did not happen.
 
     Args:
         items: Held-out evaluations or checkpoints, in any order.
         accuracy_and_step: An item's ``(accuracy, step)``.
 
-    >>> best_by_accuracy([(300, 0.5), (100, 0.4), (200, 0.5)], lambda e: (e[1], e[0]))
+    >>> best_by_accuracy([(300, 0.5), (100, 0.4), (200, 0.5), (400, None)], lambda e: (e[1], e[0]))
     (200, 0.5)
     """
 
@@ -28,7 +33,16 @@ def best_by_accuracy(items: Iterable[T], accuracy_and_step: Callable[[T], tuple[
         accuracy, step = accuracy_and_step(item)
         return accuracy, -step
 
-    return max(items, key=rank, default=None)
+    return max((item for item in items if accuracy_and_step(item)[0] is not None), key=rank, default=None)
+
+
+def accuracy_text(accuracy: float | None) -> str:
+    """An accuracy as logs, tables and cards show it; ``n/a`` for an evaluation that has none (nothing graded).
+
+    >>> accuracy_text(0.235), accuracy_text(None)
+    ('23.5%', 'n/a')
+    """
+    return "n/a" if accuracy is None else f"{accuracy:.1%}"
 
 
 def _rank(evaluation: dict) -> tuple[float, int]:
@@ -49,6 +63,8 @@ def best_text(evaluations: list[dict]) -> str:
     'best 20.0% at step 0 (before training; the best checkpoint: step 10, 10.0%)'
     """
     best = best_by_accuracy(evaluations, _rank)
+    if best is None:
+        return "no best yet: the grader settled no sample of any evaluation"
     text = f"best {best['accuracy']:.1%} at step {best['step']}"
     if best.get("saved", True):
         return text

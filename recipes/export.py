@@ -45,6 +45,7 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
     from callbacks.errors import CheckpointError
     from callbacks.heldout_history import HISTORY_NAME, read_history
     from common.hub import card_front_matter
+    from common.ranking import accuracy_text
 
     lines = [*card_front_matter(base, "tags: [grpo, trl, grpo-recipes, merged-lora]"), "", f"# {name}", ""]
     lines += [
@@ -62,12 +63,17 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
         logger.warning("No held-out accuracy in the merged model's card: %s", e)
         history, step = None, None
     at = {e["step"]: e for e in (history or {}).get("evaluations", [])}
+
+    def accuracy(entry: dict) -> str:  # None: the grader settled no sample of that evaluation
+        ungraded = " (the grader settled none of its samples)" if entry["accuracy"] is None else ""
+        return accuracy_text(entry["accuracy"]) + ungraded
+
     if step in at:
-        before = f"; the model before training: {at[0]['accuracy']:.1%}" if 0 in at else ""
+        before = f"; the model before training: {accuracy(at[0])}" if 0 in at else ""
         lines += [
             (
                 f"Held-out accuracy at step {step} ({at[step]['questions']} questions x {at[step]['samples']} "
-                f"samples, never trained on): {at[step]['accuracy']:.1%}{before}."
+                f"samples, never trained on): {accuracy(at[step])}{before}."
             ),
             "",
         ]

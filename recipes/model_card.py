@@ -36,17 +36,19 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
     """The held-out results of a run (callbacks/heldout.py's history): last and best accuracy, why it stopped
     early, and where the best checkpoint is when it is not this adapter (the last evaluation is the final step's:
     the held-out callback evaluates at the end)."""
-    from common.ranking import best_saved, best_text
+    from common.ranking import accuracy_text, best_saved, best_text
 
     evaluations = (history or {}).get("evaluations") or []
     if not evaluations:
         return []
     last = evaluations[-1]
     best = best_saved(evaluations) or last
+    # None: the grader settled no sample of the last evaluation, which measured nothing.
+    ungraded = " (the grader settled none of its samples)" if last["accuracy"] is None else ""
     lines = [
         (
             f"Held-out accuracy ({last['questions']} questions x {last['samples']} samples, never trained on): "
-            f"{last['accuracy']:.1%} at step {last['step']}; {best_text(evaluations)}."
+            f"{accuracy_text(last['accuracy'])} at step {last['step']}{ungraded}; {best_text(evaluations)}."
         ),
         "",
     ]

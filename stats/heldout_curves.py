@@ -3,9 +3,11 @@ the best step, and the steps where an alarm fired or the run was stopped."""
 
 from __future__ import annotations
 
+import math
+
 from matplotlib.ticker import PercentFormatter
 
-from stats.heldout_history import HeldoutHistory, best_evaluation
+from stats.heldout_history import Evaluation, HeldoutHistory, best_evaluation
 
 NOT_LOGGED = "held-out accuracy\nnot logged (recipe section heldout)"
 _ACCURACY, _REWARD, _ALARM = "tab:green", "tab:blue", "red"
@@ -33,35 +35,8 @@ def _mark_step(ax, step: int, text: str) -> None:
     label.set_in_layout(False)  # a long label must not squeeze the other panels
 
 
-def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -> list[str]:
-    """Draw the held-out panel on ``ax``; the training reward goes on a twin y-axis so both read together.
-
-    Args:
-        ax: The panel.
-        heldout: The run's held-out history, or None.
-        reward: The training reward by step (``metric_series(log_history, "reward")``).
-
-    Returns:
-        ``["heldout/accuracy"]`` when there was nothing to draw (the panel then says how to turn it on),
-        else [].
-    """
-    if heldout is None or not heldout.evaluations:
-        ax.text(0.5, 0.5, NOT_LOGGED, ha="center", va="center", transform=ax.transAxes, color="gray")
-        return ["heldout/accuracy"]
-    evaluations = heldout.evaluations
-    steps = [e.step for e in evaluations]
-    ax.plot(steps, [e.accuracy for e in evaluations], marker="o", color=_ACCURACY, label="held-out accuracy")
-    banded = [e for e in evaluations if e.low is not None and e.high is not None]
-    if banded:
-        ax.fill_between(
-            [e.step for e in banded],
-            [e.low for e in banded],
-            [e.high for e in banded],
-            color=_ACCURACY,
-            alpha=0.2,
-            label="95% interval over questions",
-        )
-    best = best_evaluation(evaluations)
+def _mark_best(ax, best: Evaluation) -> None:
+    """A gold star at the best evaluation, named in the legend and labelled above it."""
     ax.plot(
         [best.step],
         [best.accuracy],
@@ -80,6 +55,41 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
         ha="center",
         fontsize=7,
     )
+
+
+def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -> list[str]:
+    """Draw the held-out panel on ``ax``; the training reward goes on a twin y-axis so both read together.
+
+    Args:
+        ax: The panel.
+        heldout: The run's held-out history, or None.
+        reward: The training reward by step (``metric_series(log_history, "reward")``).
+
+    Returns:
+        ``["heldout/accuracy"]`` when there was nothing to draw (the panel then says how to turn it on),
+        else [].
+    """
+    if heldout is None or not heldout.evaluations:
+        ax.text(0.5, 0.5, NOT_LOGGED, ha="center", va="center", transform=ax.transAxes, color="gray")
+        return ["heldout/accuracy"]
+    evaluations = heldout.evaluations
+    steps = [e.step for e in evaluations]
+    # NaN for a step without an accuracy (nothing graded): matplotlib leaves a gap there, not a fall to 0%.
+    accuracy = [math.nan if e.accuracy is None else e.accuracy for e in evaluations]
+    ax.plot(steps, accuracy, marker="o", color=_ACCURACY, label="held-out accuracy")
+    banded = [e for e in evaluations if e.low is not None and e.high is not None]
+    if banded:
+        ax.fill_between(
+            [e.step for e in banded],
+            [e.low for e in banded],
+            [e.high for e in banded],
+            color=_ACCURACY,
+            alpha=0.2,
+            label="95% interval over questions",
+        )
+    best = best_evaluation(evaluations)
+    if best is not None:  # None: no evaluation has an accuracy (the grader settled none of their samples)
+        _mark_best(ax, best)
     for alarm in heldout.alarms:
         _mark_step(ax, alarm.steps[1], f"alarm: {alarm.kind}")
     for step, reason in heldout.resumed_stops:

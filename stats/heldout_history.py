@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.ranking import best_by_accuracy, best_text
+from common.ranking import accuracy_text, best_by_accuracy, best_text
 from stats.records import InputError
 from stats.trainer_state import checkpoint_steps, metric_series
 
@@ -27,10 +27,11 @@ _FIX = (
 @dataclass(frozen=True)
 class Evaluation:
     """One held-out evaluation; ``low``/``high`` (the 95% interval), ``unparseable`` and ``reward`` (the mean
-    training reward logged since the previous evaluation) may be unknown."""
+    training reward logged since the previous evaluation) may be unknown, and ``accuracy`` is None when the grader
+    settled none of its samples (nothing was measured: shown as n/a and a gap, never as 0%)."""
 
     step: int
-    accuracy: float
+    accuracy: float | None
     low: float | None = None
     high: float | None = None
     unparseable: float | None = None
@@ -80,7 +81,8 @@ def _evaluation(entry, path: Path, i: int) -> Evaluation:
     values = {
         k: _number(entry.get(k), path, f"{where}.{k}") for k in ("low", "high", "unparseable", "reward")
     }
-    accuracy = _number(entry.get("accuracy"), path, f"{where}.accuracy", optional=False)
+    # null: the grader settled none of the step's samples (callbacks/heldout.py); a missing accuracy is no evaluation.
+    accuracy = _number(entry.get("accuracy"), path, f"{where}.accuracy", optional="accuracy" in entry)
     saved = entry.get("saved", True)
     if not isinstance(saved, bool):
         raise InputError(f"{path}: {where}.saved is {saved!r}, expected true or false. {_FIX}")
@@ -146,13 +148,15 @@ def _from_log(log_history: list[dict], source: str) -> HeldoutHistory | None:
     names = ("accuracy", "accuracy_low", "accuracy_high", "unparseable")
     accuracy, low, high, unparseable = (metric_series(log_history, f"heldout/{name}") for name in names)
     reward = metric_series(log_history, "reward")
-    if not accuracy:
+    # An evaluation that graded nothing logged no heldout/accuracy, only heldout/unparseable.
+    steps = sorted(accuracy.keys() | unparseable.keys())
+    if not steps:
         return None
     evaluations, previous = [], -1
-    for step in sorted(accuracy):
+    for step in steps:
         since = [value for s, value in reward.items() if previous < s <= step]
         mean = sum(since) / len(since) if since else None
-        values = (accuracy[step], low.get(step), high.get(step), unparseable.get(step), mean)
+        values = (accuracy.get(step), low.get(step), high.get(step), unparseable.get(step), mean)
         evaluations.append(Evaluation(step, *values, saved=step > 0))  # step 0: the model before training
         previous = step
     return HeldoutHistory(source=f"{source} (heldout/* metrics)", evaluations=tuple(evaluations))
@@ -188,7 +192,7 @@ def load_heldout(output_dir: str | Path, log_history: list[dict], log_source: st
 
 
 def best_evaluation(evaluations: tuple[Evaluation, ...] | list[Evaluation]) -> Evaluation | None:
-    """The evaluation with the highest accuracy, the earliest step on ties; None when there is none."""
+    """The evaluation with the highest accuracy, the earliest step on ties; None when none has an accuracy."""
     return best_by_accuracy(evaluations, lambda e: (e.accuracy, e.step))
 
 
@@ -207,9 +211,14 @@ def heldout_table(heldout: HeldoutHistory | None) -> str:
     for e in heldout.evaluations:
         interval = "-" if e.low is None or e.high is None else f"{_percent(e.low)}-{_percent(e.high)}"
         reward = "-" if e.reward is None else f"{e.reward:.3f}"
-        cells = (_percent(e.accuracy), interval, _percent(e.unparseable), reward)
+        cells = (accuracy_text(e.accuracy), interval, _percent(e.unparseable), reward)
         lines.append(f"{e.step:>7}  {cells[0]:>8}  {cells[1]:>15}  {cells[2]:>11}  {cells[3]:>12}")
     lines.append(best_text([dataclasses.asdict(e) for e in heldout.evaluations]))
+    if any(e.accuracy is None for e in heldout.evaluations):
+        lines.append(
+            "n/a: the grader settled none of that step's samples (a busy machine?), so it has no accuracy; python "
+            "recipes/regrade.py OUTPUT_DIR/heldout/step-N.jsonl grades them again for python -m stats.compare"
+        )
     lines += [f"alarm {a.kind} at step {a.steps[1]}: {a.message}" for a in heldout.alarms]
     lines += [
         f"stopped at step {step}, then resumed past it: {reason}" for step, reason in heldout.resumed_stops

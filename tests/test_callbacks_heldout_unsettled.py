@@ -33,9 +33,10 @@ def test_unsettled_samples_are_left_out_of_the_accuracy_and_its_interval():
     assert entry["per_question"] == {"a": [1, 2, 0, 1], "b": [1, 2, 0, 0], "c": [0, 2, 0, 2]}
     assert (entry["low"], entry["high"]) == pytest.approx(accuracy_interval([(1, 1), (1, 2)]))
     assert (entry["questions"], entry["samples"]) == (3, 2)
+    # None graded: no accuracy at all (tests/test_callbacks_heldout_ungraded.py).
     nothing = summarize(_records({"a": "UU"}), 40, None)
     assert (nothing["accuracy"], nothing["low"], nothing["high"], nothing["unsettled"]) == (
-        0.0,
+        None,
         None,
         None,
         2,
