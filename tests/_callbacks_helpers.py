@@ -45,6 +45,10 @@ class RecordingMotoServer(ThreadedMotoServer):
         self.received: list[tuple[str, str]] = []
         # Requests handled to the end (a PUT stored): as many as ``requests`` once none is in flight.
         self.answered: list[str] = []
+        # Path fragments whose PUTs are answered 503 and never stored: a commit that cannot happen.
+        self.refused_puts: set[str] = set()
+        # Paths of PUTs the server stored (answered 200).
+        self.stored: list[str] = []
 
     def _server_entry(self) -> None:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
@@ -73,8 +77,18 @@ class RecordingMotoServer(ThreadedMotoServer):
             time.sleep(delay)  # a slow link, so a test can kill the uploader mid-checkpoint
             for gate in gates:
                 gate.wait(300)
+
+            def recording_start(status, headers, exc_info=None):
+                if method == "PUT" and status.startswith("200"):
+                    self.stored.append(path)
+                return start_response(status, headers, exc_info)
+
             try:
-                return app(environ, start_response)
+                if method == "PUT" and any(fragment in path for fragment in list(self.refused_puts)):
+                    environ["wsgi.input"].read()
+                    start_response("503 Service Unavailable", [("Content-Type", "application/xml")])
+                    return [b"<Error><Code>SlowDown</Code><Message>refused by the test</Message></Error>"]
+                return app(environ, recording_start)
             finally:
                 self.answered.append(path)  # a list: appends from the server's threads are atomic
 
