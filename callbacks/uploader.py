@@ -6,6 +6,8 @@ newest always wins; the one uploading is never interrupted.
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401 - its exit hook first, so that ours runs before it
+import contextlib
 import logging
 import shutil
 import threading
@@ -46,6 +48,7 @@ class BackgroundUploader:
         self.committed: list[int] = []
         self.failed: dict[int, str] = {}
         self.skipped: list[int] = []
+        self._finish_at_exit_registered = False
 
     def submit(self, job: UploadJob) -> None:
         with self._cond:
@@ -65,6 +68,12 @@ class BackgroundUploader:
                 # Not a daemon: after a crash in training, the interpreter still finishes the queued uploads.
                 self._thread = threading.Thread(target=self._run, name="checkpoint-upload")
                 self._thread.start()
+                if not self._finish_at_exit_registered:
+                    # Before the interpreter stops the thread pools (its hooks run last registered first): boto3
+                    # transfers on one, and an upload cut off there fails ("cannot schedule new futures").
+                    with contextlib.suppress(RuntimeError):  # the interpreter is ending already
+                        threading._register_atexit(self._finish_at_exit)
+                    self._finish_at_exit_registered = True
 
     def _run(self) -> None:
         while True:
@@ -86,6 +95,17 @@ class BackgroundUploader:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _finish_at_exit(self) -> None:
+        with self._cond:
+            steps = ([self._current] if self._busy else []) + [job.step for job in self._pending]
+        if steps:
+            logger.warning(
+                "The process is ending with %s still uploading: waiting for it to finish (stopped, it is uploaded "
+                "again by the next launch in this output folder)",
+                ", ".join(f"checkpoint-{step}" for step in steps),
+            )
+            self.wait()
 
     def wait(self, warn_every: float = 60.0) -> None:
         """Block until every submitted job has finished (committed, failed or skipped), saying so while slow.
