@@ -15,7 +15,7 @@ from callbacks.errors import CheckpointError
 from callbacks.local import LocalCheckpoint, saved_beside, scan_local
 from callbacks.manifest import checkpoint_step, local_checkpoint_problems, read_local_manifest
 from callbacks.recipe_check import RecipeVet
-from callbacks.remote import RemoteCheckpoint, open_source, scan_readable
+from callbacks.remote import RemoteCheckpoint, none_complete, open_source, scan_readable
 from callbacks.stores import Store, is_remote
 from common.suggestions import did_you_mean
 
@@ -39,8 +39,8 @@ def explicit_checkpoint(
         resume = str(Path(store.root) / best.name)  # a local run folder's checkpoint, used in place
     if is_remote(resume):
         source, wanted = open_source(resume, endpoint_url)
-        usable = []
-        for c in scan_readable(source):
+        usable, found = [], scan_readable(source)
+        for c in found:
             if wanted is not None and c.step != wanted:
                 continue
             if c.problems and wanted is not None:
@@ -50,7 +50,7 @@ def explicit_checkpoint(
                 continue
             usable.append(c)
         if not usable:
-            raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")
+            raise CheckpointError(none_complete("resume from", resume, source, found, wanted))
         return _remote(source, usable, resume, output_dir, vet)
     path = Path(resume).expanduser()
     if refusal := missing_resume(resume):

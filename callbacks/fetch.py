@@ -25,7 +25,7 @@ from callbacks.manifest import (
     verify_folder,
     weight_problems,
 )
-from callbacks.remote import RemoteCheckpoint, open_source, scan_readable
+from callbacks.remote import RemoteCheckpoint, none_complete, open_source, scan_readable
 from callbacks.stores import Store, is_remote
 
 logger = logging.getLogger(__name__)
@@ -132,7 +132,8 @@ def _local_copy(store: Store, ckpt: RemoteCheckpoint, dest: Path | None) -> Path
 
 def _fetch_remote(uri: str, endpoint_url: str | None, dest: Path | None) -> Path:
     store, wanted = open_source(uri, endpoint_url)
-    for ckpt in scan_readable(store):
+    found = scan_readable(store)
+    for ckpt in found:
         if wanted is not None and ckpt.step != wanted:
             continue
         if ckpt.problems:
@@ -146,4 +147,4 @@ def _fetch_remote(uri: str, endpoint_url: str | None, dest: Path | None) -> Path
             if wanted is not None:
                 raise
             logger.warning("Skipping %s", e)
-    raise CheckpointError(f"Cannot fetch {uri}: no complete checkpoint there")
+    raise CheckpointError(none_complete("fetch", uri, store, found, wanted))

@@ -111,6 +111,26 @@ def scan_readable(store: Store) -> list[RemoteCheckpoint]:
         raise CheckpointError(store.explain(e, "list checkpoints")) from e
 
 
+def none_complete(
+    action: str, uri: str, store: Store, found: list[RemoteCheckpoint], wanted: int | None
+) -> str:
+    """Why ``uri`` gave nothing to ``action`` ("fetch", "resume from"), with what its store holds instead."""
+    complete = [c.name for c in sorted(found, key=lambda c: c.step) if not c.problems]
+    if wanted is not None and complete:  # a step that is not there: name the ones that are
+        hint = (
+            f"{store.uri} holds {', '.join(complete)}: name one of those, or {store.uri} itself (its newest "
+            "complete one)"
+        )
+    elif not found:
+        hint = (
+            f"{store.uri} holds no checkpoint-N folder: check the bucket and the prefix (the training run's "
+            "checkpoint.uri)"
+        )
+    else:
+        hint = ""  # each one skipped was logged with its problems
+    return f"Cannot {action} {uri}: no complete checkpoint there" + (f"; {hint}" if hint else "")
+
+
 def written_by_us(store: Store, ckpt: RemoteCheckpoint) -> set[str]:
     """The files of a checkpoint folder this project wrote: those its manifest or upload marker lists, the two
     themselves and the machines' receipts; anything else there is someone else's."""

@@ -95,3 +95,28 @@ def test_an_adapter_checkpoint_that_is_not_there_names_those_beside_it(tmp_path)
         f"{run / 'checkpoint-9'} is not a folder (expected a checkpoint or run folder, or an s3:// URI). "
         f"{run} holds checkpoint-4: name one of those, or {run} itself (its newest complete one)."
     )
+
+
+def test_a_checkpoint_or_run_not_in_the_store_is_refused_naming_what_the_store_holds(run, tmp_path):
+    from _callbacks_helpers import prepare
+
+    s3, _, _ = run
+    run_uri, empty_uri = s3.uri("run"), s3.uri("nothing")
+    with pytest.raises(CheckpointError) as raised:
+        fetch_checkpoint(f"{run_uri}/checkpoint-6", endpoint_url=s3.endpoint)
+    assert str(raised.value) == (
+        f"Cannot fetch {run_uri}/checkpoint-6: no complete checkpoint there; {run_uri} holds checkpoint-2, "
+        f"checkpoint-4: name one of those, or {run_uri} itself (its newest complete one)"
+    )
+    with pytest.raises(CheckpointError) as raised:
+        prepare(tmp_path / "out", None, s3.endpoint, resume=f"{run_uri}/checkpoint-6")
+    assert str(raised.value) == (
+        f"Cannot resume from {run_uri}/checkpoint-6: no complete checkpoint there; {run_uri} holds checkpoint-2, "
+        f"checkpoint-4: name one of those, or {run_uri} itself (its newest complete one)"
+    )
+    with pytest.raises(CheckpointError) as raised:
+        fetch_checkpoint(empty_uri, endpoint_url=s3.endpoint)
+    assert str(raised.value) == (
+        f"Cannot fetch {empty_uri}: no complete checkpoint there; {empty_uri} holds no checkpoint-N folder: "
+        "check the bucket and the prefix (the training run's checkpoint.uri)"
+    )
