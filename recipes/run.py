@@ -214,12 +214,15 @@ def train(recipe) -> Path:
             how = (
                 f"ended early: {why}" if why else f"trainer.max_steps={recipe.config['trainer']['max_steps']}"
             )
+            uri = recipe.config["checkpoint"]["uri"]  # a new output folder alone resumes the run stored there
             logger.info(
                 "%s already finished at step %d (%s): nothing to train. The final adapter is in %s. To train "
-                "longer, %s; for a new run, set trainer.output_dir.",
+                "longer, %s; for a new run, set %s.",
                 recipe.name, finished, how, output_dir,
                 f"resume it explicitly: checkpoint.resume={plan.resume_from} (it is judged from there: the "
                 "alarm that stopped it is armed again, and heldout.patience counts afresh)" if why else "raise trainer.max_steps",
+                f"trainer.output_dir and checkpoint.uri to new places ({uri} holds this run, resumed from any "
+                "output folder)" if uri else "trainer.output_dir",
             )  # fmt: skip
     finally:
         plan.release()

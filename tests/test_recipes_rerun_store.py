@@ -1,0 +1,31 @@
+"""A finished run whose checkpoints are in a store, launched again from another output folder: nothing trained,
+and the way to a new run named in full (another output folder alone resumes the store's run again)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def run(out, store) -> subprocess.CompletedProcess:
+    overrides = [f"trainer.output_dir={out}", f"checkpoint.uri={store}", "trainer.max_steps=4"]
+    command = [sys.executable, "recipes/run.py", "gsm8k_tiny", *overrides]
+    return subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_a_finished_stored_run_says_a_new_run_needs_a_new_store_too(tmp_path):
+    store = tmp_path / "store"
+    first = run(tmp_path / "first", store)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = run(tmp_path / "second", store)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (
+        f"gsm8k_tiny already finished at step 4 (trainer.max_steps=4): nothing to train. The final adapter is in "
+        f"{tmp_path / 'second'}. To train longer, raise trainer.max_steps; for a new run, set trainer.output_dir and "
+        f"checkpoint.uri to new places ({store} holds this run, resumed from any output folder).\n"
+    ) in again.stderr
