@@ -66,8 +66,9 @@ def test_step_split_attributes_trl_profiling_blocks_to_phases(bench):
     assert step.forward_backward == pytest.approx(1.75)
 
 
-# The full-width Qwen run took 190 s on a 2-core machine under 3 busy loops and 3 test workers: twice that, and more.
-def _run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+# The full-width Qwen run took 190 s on a 2-core machine under 3 busy loops and 3 test workers, and 445 s in an
+# otherwise idle suite on a slower 2-core machine (README command 1 took 5.4 minutes there, 1.8 on the first).
+def _run(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "benchmarks/grpo_step.py", *args],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=timeout,
