@@ -27,6 +27,7 @@ import copy
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -126,9 +127,10 @@ def policy_decode_profile(trainer, batch_size: int, steps: int = 16) -> dict:
     return {**profile, "merged": merge, "compiled": compiled}
 
 
-def profile_recipe(recipe, batch_size: int, steps: int, compiled: bool = False) -> list[dict]:
-    """Rows for the recipe's base model, with the recipe's (fresh) LoRA adapter, with it merged, and when
-    ``compiled`` merged and decoded by a compiled step."""
+def profile_recipe(recipe, batch_size: int, steps: int, compiled: bool = False) -> Iterator[dict]:
+    """Rows, each as soon as it is measured (a run stopped at a time limit keeps the rows before): the recipe's
+    base model, with the recipe's (fresh) LoRA adapter, with it merged, and when ``compiled`` merged and decoded by
+    a compiled step."""
     from peft import get_peft_model
 
     model, tokenizer = load_model_and_tokenizer(recipe.config["model"])
@@ -139,33 +141,32 @@ def profile_recipe(recipe, batch_size: int, steps: int, compiled: bool = False) 
         add_generation_prompt=True,
     )
     batch = tokenizer([text] * batch_size, return_tensors="pt").to(model.device)
-    rows = [{"model": "base", **decode_profile(model, batch, steps=steps)}]
+    yield {"model": "base", **decode_profile(model, batch, steps=steps)}
     adapted = get_peft_model(model, lora_config(recipe.config["lora"]))
     adapted.eval()
     lora = f"+ LoRA r={recipe.config['lora']['r']}"
-    rows.append({"model": lora, **decode_profile(adapted, batch, steps=steps)})
+    yield {"model": lora, **decode_profile(adapted, batch, steps=steps)}
     with merged_lora(adapted, keep=compiled):
-        rows.append({"model": f"{lora}, merged", **decode_profile(adapted, batch, steps=steps)})
+        yield {"model": f"{lora}, merged", **decode_profile(adapted, batch, steps=steps)}
         if compiled:
-            row = decode_profile(adapted, batch, steps=steps, compiled=True)
-            rows.append({"model": f"{lora}, merged, compiled", **row})
-    return rows
+            yield {
+                "model": f"{lora}, merged, compiled",
+                **decode_profile(adapted, batch, steps=steps, compiled=True),
+            }
 
 
-def format_table(recipe_name: str, batch_size: int, rows: list[dict]) -> str:
-    gpu = all("gpu_ms_per_step" in r for r in rows)
-    lines = [
+def table_header(recipe_name: str, batch_size: int, gpu: bool) -> str:
+    return "\n".join([
         f"{recipe_name}: decode steps of a batch of {batch_size}",
-        "| model | aten ops per decode step | ms per decode step |"
-        + (" GPU kernel ms per step |" if gpu else ""),
+        "| model | aten ops per decode step | ms per decode step |" + (" GPU kernel ms per step |" if gpu else ""),
         "|---|---|---|" + ("---|" if gpu else ""),
-    ]
-    lines += [
-        f"| {r['model']} | {'in compiled kernels' if r['ops_per_step'] is None else round(r['ops_per_step'])} |"
-        f" {r['ms_per_step']:.1f} |" + (f" {r['gpu_ms_per_step']:.1f} |" if gpu else "")
-        for r in rows
-    ]
-    return "\n".join(lines)
+    ])  # fmt: skip
+
+
+def table_row(row: dict) -> str:
+    ops = "in compiled kernels" if row["ops_per_step"] is None else round(row["ops_per_step"])
+    gpu = f" {row['gpu_ms_per_step']:.1f} |" if "gpu_ms_per_step" in row else ""
+    return f"| {row['model']} | {ops} | {row['ms_per_step']:.1f} |{gpu}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                 config = config_for(args.random_weights, layers=args.layers)
                 build_random_model(config, Path(tmp), recipe.config["model"]["dtype"])
                 recipe = load_recipe(args.recipe, [*args.overrides, f"model.name_or_path={tmp}"])
-            rows = profile_recipe(recipe, args.batch, args.steps, args.compiled)
-            print(format_table(recipe.name, args.batch, rows))
+            print(table_header(recipe.name, args.batch, torch.cuda.is_available()), flush=True)
+            for row in profile_recipe(recipe, args.batch, args.steps, args.compiled):
+                print(table_row(row), flush=True)
 
     return exit_status(measure)
 

@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         "--budget", type=float, help="seconds for the whole command; rows that do not fit wait"
     )
     parser.add_argument("--list", action="store_true", help="list the parts and their rows, and exit")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # OUT_DIR --budget 480 llama: options between positionals
     if args.list:
         print(listing())
         return 0

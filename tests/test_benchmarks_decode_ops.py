@@ -12,6 +12,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from benchmarks.decode_ops import decode_profile, main
+from recipes.recipe import load_recipe
 
 
 def test_ops_per_step_do_not_depend_on_the_steps_measured_and_lora_adds_its_branch(tiny_model_dir):
@@ -41,6 +42,24 @@ def test_the_table_prints_a_row_per_model(capsys):
     assert [line.split(" | ")[0] for line in out[3:]] == ["| base", "| + LoRA r=8", "| + LoRA r=8, merged"]
     ops = [float(line.split(" | ")[1]) for line in out[3:]]
     assert ops[2] == ops[0] < ops[1]  # merged, a projection is one matmul again
+
+
+def test_each_row_comes_as_soon_as_it_is_measured(monkeypatch, tiny_model_dir):
+    """A GPU run stopped at its time limit printed nothing: the table came only after the slow compiled row."""
+    from benchmarks import decode_ops
+
+    measured = []
+    monkeypatch.setattr(
+        decode_ops,
+        "decode_profile",
+        lambda *a, **k: measured.append(k) or {"ops_per_step": 1, "ms_per_step": 2.0},
+    )
+    rows = decode_ops.profile_recipe(load_recipe("gsm8k_tiny", []), batch_size=2, steps=4, compiled=True)
+    assert next(rows)["model"] == "base" and len(measured) == 1
+    assert [r["model"] for r in rows] == ["+ LoRA r=8", "+ LoRA r=8, merged", "+ LoRA r=8, merged, compiled"]
+    assert (
+        decode_ops.table_row({"model": "base", "ops_per_step": 1, "ms_per_step": 2.0}) == "| base | 1 | 2.0 |"
+    )
 
 
 def test_an_unknown_recipe_is_a_message_not_a_traceback(capsys):

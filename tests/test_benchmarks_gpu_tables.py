@@ -134,7 +134,10 @@ def test_a_folder_with_files_is_refused_and_a_cpu_machine_is_told_it_needs_a_gpu
     refused = _run(str(tmp_path), "llama")
     assert refused.returncode == 2 and "is not a new or empty folder" in refused.stderr
     assert (tmp_path / "mine.txt").read_text() == "kept"
-    no_gpu = _run(str(tmp_path / "new"), "llama")  # the suite hides GPUs from itself
+    # The documented order, OUT_DIR --budget S PARTS, parses (argparse refused "tests llama" after the option)
+    no_gpu = _run(
+        str(tmp_path / "new"), "--budget", "480", "tests", "llama"
+    )  # the suite hides GPUs from itself
     assert no_gpu.returncode == 2 and "no CUDA GPU visible" in no_gpu.stderr
     assert not (tmp_path / "new").exists()
 

@@ -86,6 +86,34 @@ def test_completion_ends_at_the_first_stop_token_and_counts_it(tiny_model_dir):
     assert generator.generate([words, words[:1]], seeds=[1, 2]) == completions  # same batch, same draws
 
 
+def test_generating_leaves_an_fsdp2_policy_trainable(tiny_model_dir, tmp_path):
+    """Held-out evaluation generates with the policy between training steps. Under inference_mode, FSDP2 gathered
+    the weights as inference tensors and the next training forward failed ("Inference tensors do not track
+    version counter"; seen on a GPU). FSDP2 over gloo, one process, shows it on a CPU."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    model, tokenizer = load_model_and_tokenizer(
+        load_recipe("gsm8k_tiny", [f"model.name_or_path={tiny_model_dir}"]).config["model"]
+    )
+    dist.init_process_group("gloo", init_method=(tmp_path / "store").as_uri(), rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        words = tokenizer("18 eggs", add_special_tokens=False)["input_ids"]
+        HFGenerator(model, tokenizer, Decoding(0, 1.0, 4)).generate([words], seeds=[1])
+        model.train()
+        loss = model(input_ids=torch.tensor([words]), labels=torch.tensor([words])).loss
+        loss.backward()
+        assert torch.isfinite(loss) and model.lm_head.weight.grad is not None
+    finally:
+        dist.destroy_process_group()
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch):
     """vLLM's public offline API (LLM, SamplingParams, LoRARequest), recording how it is called."""

@@ -184,8 +184,10 @@ class HFGenerator:
         batch = self.tokenizer.pad({"input_ids": prompts}, padding=True, return_tensors="pt")
         batch = batch.to(self.model.device)
         torch.manual_seed(derive_seed(*seeds))  # seeds every device, CUDA included
-        # Compiled, no_grad as in training: inference tensors would need a compiled step of their own.
-        with torch.no_grad() if self.compiled else torch.inference_mode():
+        # no_grad, never inference_mode: held-out evaluation generates with the training policy, and under
+        # inference_mode FSDP2 gathers its weights as inference tensors that the next training forward cannot use
+        # ("Inference tensors do not track version counter"); a compiled step would also need a second graph.
+        with torch.no_grad():
             output = self.model.generate(**batch, generation_config=self.config)
         return [self._completion(row) for row in output[:, batch["input_ids"].shape[1] :].tolist()]
 
