@@ -73,6 +73,12 @@ def load_split(data: dict, split: str | None = None, tokenizer=None) -> Dataset:
             )
         lengths = prompt_lengths(tokenizer, rows["prompt"])
         keep = [i for i, n in enumerate(lengths) if n <= budget]
+        if not keep:  # else the trainer stops at step 0 and saves an untrained adapter
+            raise DataError(
+                f"Every prompt of data.source {data['source']} ({split} split, {len(rows)} rows) is longer than "
+                f"data.max_prompt_tokens={budget}; the shortest has {min(lengths)} tokens. Raise "
+                f"data.max_prompt_tokens to at least {min(lengths)}, or shorten data.system_prompt."
+            )
         if len(keep) < len(rows):
             logger.warning(
                 "Dropped %d of %d prompts longer than data.max_prompt_tokens=%d (longest: %d tokens).",

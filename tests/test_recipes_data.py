@@ -161,6 +161,14 @@ def test_prompt_budget_filter_then_limit(tiny_model_dir):
         load_split(
             {**SECTION, "max_prompt_tokens": budget}
         )  # a ValueError: the contract promises a UserError
+    shortest = min(lengths)
+    message = (
+        rf"Every prompt of data.source .* is longer than data.max_prompt_tokens={shortest - 1}; the shortest"
+    )
+    with pytest.raises(
+        DataError, match=message + rf" has {shortest} tokens. Raise .* to at least {shortest}"
+    ):
+        load_split({**SECTION, "max_prompt_tokens": shortest - 1}, tokenizer=tokenizer)
 
 
 def test_split_is_a_whole_word_of_the_file_name(tmp_path):
