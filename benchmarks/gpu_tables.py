@@ -1,6 +1,6 @@
 """The GPU measurements of docs/PERFORMANCE.md, inside a time budget, a part at a time:
 
-    python benchmarks/gpu_tables.py OUT_DIR --budget 480 llama              # one lent GPU session's share
+    python benchmarks/gpu_tables.py OUT_DIR --budget 530 tests llama_fast   # a lent GPU session's first command
     python benchmarks/gpu_tables.py OUT_DIR qlora qwen_small tests           # several parts, no budget
     python benchmarks/gpu_tables.py --list                                   # the parts, their rows, estimates
 
