@@ -12,6 +12,7 @@ from pathlib import Path
 from callbacks.alarms import AlarmSettings
 from callbacks.heldout import HeldoutCallback
 from callbacks.heldout_history import HISTORY_NAME, read_history, resume_past_stop
+from common.wording import counted
 from recipes.evaluation.generation import decoding_for
 from recipes.evaluation.live import HeldoutPlan
 from recipes.evaluation.records import format_style, record_settings
@@ -30,7 +31,7 @@ def heldout_plan(recipe) -> HeldoutPlan:
     if heldout["questions"] > len(rows):
         raise DataError(
             f"heldout.questions is {heldout['questions']} but the {heldout['split']} split of {data['source']} has "
-            f"{len(rows)} question{'' if len(rows) == 1 else 's'}; set heldout.questions={len(rows)} or fewer."
+            f"{counted(len(rows), 'question')}; set heldout.questions={len(rows)} or fewer."
         )
     rows = rows.select(select_questions(rows["id"], heldout["questions"], heldout["seed"])).to_list()
     decoding = decoding_for(recipe.config["trainer"], None, None, None, samples=heldout["samples"])

@@ -45,3 +45,11 @@ def test_asking_more_held_out_questions_than_a_one_question_split_has(monkeypatc
 )
 def test_the_smallest_p_note_counts_one_difference_and_several(diffs, note):
     assert _smallest_p_note(SimpleNamespace(comparison=SimpleNamespace(diffs=diffs))) == note
+
+
+def test_an_evaluation_of_one_sample_per_question_says_sample(tmp_path):
+    from recipes.evaluation.summary import summary
+
+    records = [{"id": q, "correct": q == "a", "format_ok": True} for q in ("a", "b")]
+    text = summary(records, questions=2, out=tmp_path / "e.jsonl")
+    assert text.startswith(f"{tmp_path / 'e.jsonl'}: 2 questions x 1 sample = 2 records")

@@ -11,6 +11,7 @@ import logging
 import re
 from pathlib import Path
 
+from common.wording import counted
 from recipes.evaluation.generation import EvaluationError
 
 logger = logging.getLogger("recipes.evaluate")
@@ -72,8 +73,7 @@ def select_questions(ids: list[str], n: int | None, seed: int) -> list[int]:
     """Row indices of ``n`` questions drawn by ``seed``: the first ``n`` of a seeded order of all ids."""
     if n is not None and n > len(ids):
         raise EvaluationError(
-            f"--questions {n} but the split has {len(ids)} question{'' if len(ids) == 1 else 's'}; use {len(ids)} or "
-            "fewer."
+            f"--questions {n} but the split has {counted(len(ids), 'question')}; use {len(ids)} or fewer."
         )
     order = sorted(range(len(ids)), key=lambda i: hashlib.sha256(f"{seed}:{ids[i]}".encode()).digest())
     return order[:n]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from common.wording import counted
+
 
 def summary(records: list[dict], questions: int, out: Path, command: list[str] | None = None) -> str:
     """Accuracy, the three-way split, and (given this run's ``command``) the commands that compare this file
@@ -14,7 +16,9 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str] |
     correct = sum(r["correct"] for r in records)
     formatted = sum(r["format_ok"] and not r["correct"] for r in records)
     solved = len({r["id"] for r in records if r["correct"]})
-    lines = [f"{out}: {questions} questions x {total // questions} samples = {total} records"]
+    lines = [
+        f"{out}: {counted(questions, 'question')} x {counted(total // questions, 'sample')} = {counted(total, 'record')}"
+    ]
     for label, count in (
         ("correct", correct),
         ("well-formatted but wrong", formatted),
