@@ -9,6 +9,10 @@ bitsandbytes logs, on every import on an AVX512-BF16 CPU, that its optional fast
 fetched. Only a 4-bit model on a CPU uses that kernel, so the message is kept and shown by the model loader
 then (``recipes/model.py``), and dropped otherwise. Importing ``common`` installs the filter, before any entry
 point imports peft or TRL (which import bitsandbytes).
+
+DeepSpeed, where installed, prints "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable
+to detect it." on stdout the first time anything asks it for its accelerator on a machine without a GPU: in every
+CPU run, DeepSpeed or not (transformers asks while building the trainer). A run on a CPU says so itself.
 """
 
 from __future__ import annotations
@@ -33,5 +37,7 @@ class HeldBack(logging.Filter):
 
 BNB_CPU_4BIT_KERNEL = HeldBack("gemm_4bit_forward")
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(BNB_CPU_4BIT_KERNEL)
+# DeepSpeed's logger keeps filters added before its import: it only sets a level and adds a handler.
+logging.getLogger("DeepSpeed").addFilter(HeldBack("Setting accelerator to CPU"))
 
 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)

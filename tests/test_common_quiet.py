@@ -6,6 +6,9 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from functools import partial
+
+import pytest
 
 from common.quiet import HeldBack
 
@@ -50,6 +53,15 @@ def test_importing_peft_after_common_prints_no_kernel_hint_and_a_4bit_load_on_cp
         assert before_4bit.strip().endswith("held") and HINT in after_4bit
     else:
         assert before_4bit.strip().endswith("none") and HINT not in after_4bit
+
+
+def test_deepspeeds_cpu_accelerator_notice_is_held_back():
+    pytest.importorskip("deepspeed")
+    code = "from deepspeed.accelerator import get_accelerator; print(get_accelerator().device_name())"
+    run = partial(subprocess.run, check=False, capture_output=True, text=True, timeout=120)
+    raw, quiet = run([sys.executable, "-c", code]), run([sys.executable, "-c", f"import common; {code}"])
+    assert "Setting accelerator to CPU" in raw.stdout and raw.stdout.endswith("cpu\n")  # the suite hides GPUs
+    assert quiet.stdout == "cpu\n", quiet.stdout
 
 
 def test_trls_read_of_the_deprecated_checkpointing_flag_is_not_shown_and_other_future_warnings_are():
