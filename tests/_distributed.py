@@ -35,3 +35,10 @@ def assert_full_trained_adapters(out, base_dir) -> None:
     assert final.keys() == saved.keys() and all(torch.equal(final[k], saved[k]) for k in final)
     lora_b = [t for k, t in final.items() if "lora_B" in k]
     assert lora_b and all(t.abs().sum() > 0 for t in lora_b)
+
+
+def failure_text(stderr: str) -> str:
+    """What a failed launch said: its first traceback from the start (which names the call that failed; a GPU run's
+    FSDP error showed only its last 4,000 characters, inside torch) and the end of the output."""
+    start = stderr.find("Traceback")
+    return stderr[-4000:] if start < 0 else f"{stderr[start : start + 3000]}\n...\n{stderr[-2000:]}"

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import torch
-from _distributed import COMMON, assert_full_trained_adapters
+from _distributed import COMMON, assert_full_trained_adapters, failure_text
 from conftest import REPO, free_port, plugin_env, require_optional
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
@@ -28,7 +28,7 @@ def launch_on_the_gpus(config: str, out) -> subprocess.CompletedProcess:
     result = subprocess.run(
         command, check=False, cwd=REPO, env=plugin_env(), capture_output=True, text=True, timeout=900
     )
-    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.returncode == 0, failure_text(result.stderr)
     assert result.stderr.count("Final adapter saved") == 1
     assert "asks for mixed_precision" not in result.stderr  # the configs' bf16 is the recipe's here
     return result
