@@ -29,7 +29,7 @@ from callbacks.alarms import AlarmSettings, check_alarms
 from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
 from callbacks.plateau import plateaued
 from common.ranking import accuracy_text, best_text
-from common.wording import counted
+from common.wording import questions_by_samples
 from recipes.atomic import copy_file_atomically, write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.intervals import accuracy_interval
@@ -255,9 +255,9 @@ class HeldoutCallback(TrainerCallback):
         # Histories written before it was recorded have no unsettled count.
         unsettled = f", {entry['unsettled']} unsettled (left out)" if entry.get("unsettled") else ""
         logger.info(
-            "held-out step %d: accuracy %s%s (%s x %s%s, %.1f s), no answer %.1f%%; %s",
-            entry["step"], accuracy_text(entry["accuracy"]), interval, counted(entry["questions"], "question"),
-            counted(entry["samples"], "sample"), unsettled,
+            "held-out step %d: accuracy %s%s (%s%s, %.1f s), no answer %.1f%%; %s",
+            entry["step"], accuracy_text(entry["accuracy"]), interval,
+            questions_by_samples(entry["questions"], entry["samples"]), unsettled,
             entry["seconds"], 100 * entry["unparseable"],
             best_text(self.history["evaluations"]) if entry["step"] else "the model before training",
         )  # fmt: skip

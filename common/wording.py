@@ -10,3 +10,12 @@ def counted(n: int, noun: str) -> str:
     ('1 sample', '4 questions', '0 records')
     """
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def questions_by_samples(questions: int, samples: int) -> str:
+    """The size of an evaluation, as every summary and log line writes it.
+
+    >>> questions_by_samples(4, 1)
+    '4 questions x 1 sample'
+    """
+    return f"{counted(questions, 'question')} x {counted(samples, 'sample')}"

@@ -21,7 +21,7 @@ if __package__ in (None, ""):  # run as a script: import the project, not the mo
 
 from common.errors import UserError, exit_status
 from common.logs import log_to_stderr
-from common.wording import counted
+from common.wording import questions_by_samples
 
 logger = logging.getLogger("recipes.export")
 
@@ -73,8 +73,8 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
         before = f"; the model before training: {accuracy(at[0])}" if 0 in at else ""
         lines += [
             (
-                f"Held-out accuracy at step {step} ({counted(at[step]['questions'], 'question')} x "
-                f"{counted(at[step]['samples'], 'sample')}, never trained on): {accuracy(at[step])}{before}."
+                f"Held-out accuracy at step {step} ({questions_by_samples(at[step]['questions'], at[step]['samples'])}, "
+                f"never trained on): {accuracy(at[step])}{before}."
             ),
             "",
         ]

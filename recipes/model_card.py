@@ -6,7 +6,7 @@ nor the recipe; ``run.py`` writes this one over it, in the output folder the run
 
 from __future__ import annotations
 
-from common.wording import counted
+from common.wording import questions_by_samples
 
 # Logged metrics worth a line in the card, in order, with their labels; every reward's mean (a plug-in's too)
 # comes after the total, as TRL logs it (rewards/<name>/mean, before its weight).
@@ -49,8 +49,7 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
     ungraded = " (the grader settled none of its samples)" if last["accuracy"] is None else ""
     lines = [
         (
-            f"Held-out accuracy ({counted(last['questions'], 'question')} x {counted(last['samples'], 'sample')}, never "
-            "trained on): "
+            f"Held-out accuracy ({questions_by_samples(last['questions'], last['samples'])}, never trained on): "
             f"{accuracy_text(last['accuracy'])} at step {last['step']}{ungraded}; {best_text(evaluations)}."
         ),
         "",

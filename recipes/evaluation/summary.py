@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from common.wording import counted
+from common.wording import counted, questions_by_samples
 
 
 def summary(records: list[dict], questions: int, out: Path, command: list[str] | None = None) -> str:
@@ -16,9 +16,7 @@ def summary(records: list[dict], questions: int, out: Path, command: list[str] |
     correct = sum(r["correct"] for r in records)
     formatted = sum(r["format_ok"] and not r["correct"] for r in records)
     solved = len({r["id"] for r in records if r["correct"]})
-    lines = [
-        f"{out}: {counted(questions, 'question')} x {counted(total // questions, 'sample')} = {counted(total, 'record')}"
-    ]
+    lines = [f"{out}: {questions_by_samples(questions, total // questions)} = {counted(total, 'record')}"]
     for label, count in (
         ("correct", correct),
         ("well-formatted but wrong", formatted),
