@@ -14,6 +14,7 @@ import time
 import pytest
 import torch
 from _callbacks_helpers import S3_ENV, moto_server
+from _in_process import run_recipe
 from conftest import REPO, accelerate_launcher, plugin_env
 from safetensors.torch import load_file
 
@@ -37,13 +38,15 @@ def training_env() -> dict[str, str]:
 
 
 def run(*overrides: str, two_processes: bool = False) -> subprocess.CompletedProcess:
-    """Train gsm8k_tiny in a new process, as a new Colab session would."""
-    env = training_env()
-    launcher = accelerate_launcher(2) if two_processes else [sys.executable]
-    command = [*launcher, "recipes/run.py", "gsm8k_tiny", *COMMON, *overrides]
-    result = subprocess.run(
-        command, check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-    )
+    """Train gsm8k_tiny as a new Colab session would: from nothing but the store (and this process's imports, 15 s
+    less per run), or launched in two new processes."""
+    if two_processes:
+        command = [*accelerate_launcher(2), "recipes/run.py", "gsm8k_tiny", *COMMON, *overrides]
+        result = subprocess.run(
+            command, check=False, cwd=REPO, env=training_env(), capture_output=True, text=True, timeout=600
+        )
+    else:
+        result = run_recipe("gsm8k_tiny", *COMMON, *overrides, **S3_ENV)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from _in_process import run_recipe
 from conftest import REPO
 
 from callbacks.best import update_best_pointer
@@ -98,10 +99,9 @@ def test_resuming_with_another_adapter_is_refused(base_file, adapter_dir, tmp_pa
 def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     remote = f"file://{tmp_path / 'remote'}"
-    train = subprocess.run(
-        [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={tmp_path / 'run'}",
-         "trainer.max_steps=2", "checkpoint.every_steps=2", f"checkpoint.uri={remote}"],
-        check=False, capture_output=True, text=True, cwd=REPO, env=env,
+    train = run_recipe(
+        "gsm8k_tiny", f"trainer.output_dir={tmp_path / 'run'}", "trainer.max_steps=2", "checkpoint.every_steps=2",
+        f"checkpoint.uri={remote}",
     )  # fmt: skip
     assert train.returncode == 0, train.stderr[-3000:]
     tuned = tmp_path / "tuned.jsonl"

@@ -7,10 +7,9 @@ import json
 import logging
 import re
 import subprocess
-import sys
 
 import pytest
-from conftest import REPO, plugin_env
+from _in_process import run_recipe
 
 from callbacks.fetch import fetch_checkpoint
 from common.ranking import best_text
@@ -29,11 +28,8 @@ def arith_tiny(out, *overrides: str) -> list[str]:
 
 
 def launch(out, *overrides: str) -> subprocess.CompletedProcess:
-    # Without `accelerate launch` (tests/test_recipes_train.py runs that): about 2 s less per run.
-    result = subprocess.run(
-        [sys.executable, "recipes/run.py", "arith_tiny", *arith_tiny(out, *overrides)],
-        cwd=REPO, env=plugin_env(), capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
+    # In this process (tests/test_recipes_train.py launches runs): about 15 s less per run.
+    result = run_recipe("arith_tiny", *arith_tiny(out, *overrides))
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
@@ -148,10 +144,9 @@ def test_evaluations_between_checkpoints_are_marked_and_best_names_a_saved_one(t
 def test_a_held_out_plateau_ends_the_run_after_patience_evaluations(tmp_path):
     # The random tiny model never answers right: no evaluation after the first beats it.
     out = tmp_path / "plateau"
-    command = [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"]
-    result = subprocess.run(
-        [*command, "trainer.max_steps=16", "checkpoint.every_steps=4", "heldout.patience=2"],
-        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+    result = run_recipe(
+        "gsm8k_tiny", f"trainer.output_dir={out}", "trainer.max_steps=16", "checkpoint.every_steps=4",
+        "heldout.patience=2",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
     stopped = history(out)["stopped"]

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from _in_process import run_recipe
 from conftest import REPO
 
 from recipes import checks
@@ -183,10 +184,7 @@ def test_an_output_folder_holding_someone_elses_files_or_the_store_is_refused(tm
         f"trainer.output_dir {out} holds README.md, not written by a run of this project: a run would write over "
         "them. Choose a new or empty trainer.output_dir, or move them away."
     )
-    result = subprocess.run(
-        [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"],
-        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+    result = run_recipe("gsm8k_tiny", f"trainer.output_dir={out}")
     assert result.returncode == 2 and "error: trainer.output_dir" in result.stderr
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
+from _in_process import run_recipe
 from conftest import REPO
 
 from recipes.recipe import RecipeError, available, load_recipe, trainer_defaults
@@ -226,9 +224,7 @@ def test_unknown_recipe_lists_the_available_ones():
 
 
 def run_cli(*args):
-    return subprocess.run(
-        [sys.executable, "recipes/run.py", *args], check=False, cwd=REPO, capture_output=True, text=True
-    )
+    return run_recipe(*args)
 
 
 def test_cli_lists_prints_and_reports_errors_without_traceback():

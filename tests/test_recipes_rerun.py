@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 
 import pytest
 import yaml
-from conftest import REPO
+from _in_process import run_recipe
 
 from callbacks.manifest import MANIFEST_NAME, local_checkpoint_problems
 from recipes.recipe import RecipeError, load_recipe
@@ -21,8 +20,7 @@ STEP_LINE = re.compile(r"^step \d+/\d+  reward ", re.MULTILINE)  # one per logge
 
 
 def run(out, *overrides) -> subprocess.CompletedProcess:
-    command = [sys.executable, "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}", *ARGS, *overrides]
-    return subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_recipe("gsm8k_tiny", f"trainer.output_dir={out}", *ARGS, *overrides)
 
 
 def snapshot(folder) -> dict:

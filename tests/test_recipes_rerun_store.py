@@ -4,18 +4,16 @@ and the way to a new run named in full (another output folder alone resumes the 
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
-from conftest import REPO
+from _in_process import run_recipe
 
 pytestmark = pytest.mark.slow
 
 
 def run(out, store) -> subprocess.CompletedProcess:
     overrides = [f"trainer.output_dir={out}", f"checkpoint.uri={store}", "trainer.max_steps=4"]
-    command = [sys.executable, "recipes/run.py", "gsm8k_tiny", *overrides]
-    return subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+    return run_recipe("gsm8k_tiny", *overrides)
 
 
 def test_a_finished_stored_run_says_a_new_run_needs_a_new_store_too(tmp_path):

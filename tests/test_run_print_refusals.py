@@ -3,16 +3,11 @@ trainer.report_to's tracker names, checkpoint.uri and checkpoint.resume (they sa
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from conftest import REPO
+from _in_process import run_recipe
 
 
 def run_cli(*args):
-    return subprocess.run(
-        [sys.executable, "recipes/run.py", *args], check=False, cwd=REPO, capture_output=True, text=True
-    )
+    return run_recipe(*args)
 
 
 def test_print_refuses_an_unknown_tracker_a_malformed_uri_and_a_missing_resume_path_at_once(tmp_path):
