@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+from _evaluate_helpers import run
 from conftest import REPO
 
 from callbacks.errors import CheckpointError
@@ -63,18 +61,17 @@ def test_other_errors_about_an_override_do_not_echo_its_credentials():
     assert SECRET not in str(raised.value)
 
 
-def test_a_store_or_adapter_uri_with_credentials_is_refused(tmp_path):
+def test_a_store_or_adapter_uri_with_credentials_is_refused(tmp_path, capsys):
     with pytest.raises(
         CheckpointError, match=r"checkpoint URI carries credentials .*s3://\*\*\*@bucket"
     ) as e:
         open_store(f"s3://AKIA:{SECRET}@bucket/runs")
     assert SECRET not in str(e.value)
-    result = subprocess.run(
-        [sys.executable, "recipes/evaluate.py", "gsm8k_tiny", "--adapter", f"s3://AKIA:{SECRET}@bucket/r", "--out", str(tmp_path / "x.jsonl")],
-        check=False, cwd=REPO, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert result.returncode == 2 and "carries credentials" in result.stderr
-    assert SECRET not in result.stderr + result.stdout and "Traceback" not in result.stderr
+    code, out, err = run(
+        capsys, "gsm8k_tiny", "--adapter", f"s3://AKIA:{SECRET}@bucket/r", "--out", tmp_path / "x.jsonl"
+    )
+    assert code == 2 and "carries credentials" in err
+    assert SECRET not in err + out and "Traceback" not in err
 
 
 @pytest.mark.parametrize("how", ["override", "malformed override", "value", "number value", "file", "nested"])
