@@ -5,10 +5,9 @@ trainer stops learning."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
-from conftest import REPO, accelerate_launcher
+from _in_process import run_recipe
 
 from recipes.evaluate import evaluate
 from recipes.recipe import load_recipe
@@ -27,8 +26,9 @@ EVAL = {"samples": 8, "seed": 0}
 def test_arith_tiny_gets_significantly_better(tmp_path):
     out = tmp_path / "run"
     overrides = [f"trainer.output_dir={out}", f"trainer.max_steps={STEPS}"]
-    command = [*accelerate_launcher(1), "recipes/run.py", "arith_tiny", *overrides]
-    run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900, check=False)
+    run = run_recipe(
+        "arith_tiny", *overrides
+    )  # tests/test_recipes_train.py launches the same through accelerate
     assert run.returncode == 0, run.stderr[-4000:]
     rewards = [
         log["reward"]
