@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from _evaluate_helpers import run as evaluate_cli
 from _in_process import run_recipe
 from conftest import REPO
 
@@ -96,8 +97,7 @@ def test_resuming_with_another_adapter_is_refused(base_file, adapter_dir, tmp_pa
 
 
 @pytest.mark.slow
-def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path, capsys):
     remote = f"file://{tmp_path / 'remote'}"
     train = run_recipe(
         "gsm8k_tiny", f"trainer.output_dir={tmp_path / 'run'}", "trainer.max_steps=2", "checkpoint.every_steps=2",
@@ -105,12 +105,9 @@ def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path)
     )  # fmt: skip
     assert train.returncode == 0, train.stderr[-3000:]
     tuned = tmp_path / "tuned.jsonl"
-    result = subprocess.run(
-        [sys.executable, "recipes/evaluate.py", *ARGS, "--adapter", remote, "--out", str(tuned)],
-        check=False, capture_output=True, text=True, cwd=REPO, env=env,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"python -m stats.compare {tuned.with_name('base.jsonl')} {tuned}" in result.stdout
+    code, out, err = evaluate_cli(capsys, *ARGS, "--adapter", remote, "--out", tuned)
+    assert code == 0, err[-3000:]
+    assert f"python -m stats.compare {tuned.with_name('base.jsonl')} {tuned}" in out
     records = lines(tuned)
     assert {r["adapter"] for r in records} == {remote}
     fetched = {r["adapter_path"] for r in records}

@@ -69,7 +69,13 @@ def test_two_cpu_processes(tmp_path):
 
 def test_cpu_launcher_with_two_processes_trains_and_says_it_started_one(tmp_path):
     out = tmp_path / "cpu"
-    command = [*accelerate_launcher(1), "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}"]
+    command = [
+        *accelerate_launcher(1),
+        "recipes/run.py",
+        "gsm8k_tiny",
+        f"trainer.output_dir={out}",
+        "trainer.max_steps=2",
+    ]
     command[command.index("--num_processes") + 1] = (
         "2"  # the literal `accelerate launch --cpu --num_processes 2`
     )
