@@ -16,20 +16,19 @@ import subprocess
 
 from conftest import REPO
 
+from common.logs import OWN_HANDLERS
 from recipes import run
 
 
 def run_recipe(*args: str, **env: str) -> subprocess.CompletedProcess:
-    """``recipes/run.py ARGS``' exit code, stdout and stderr, as ``subprocess.run(..., capture_output=True, text=True)``
-    gives them; ``env``: variables set for the run (ones read as it runs, not at import). What a run changes in this process (the environment, signal handlers, the root logger) is undone."""
-    cwd, environ, handlers = (
-        os.getcwd(),
-        dict(os.environ),
-        {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)},
-    )
+    """``recipes/run.py ARGS``' exit code, stdout and stderr, as ``subprocess.run(..., capture_output=True,
+    text=True)`` gives them. ``env``: variables set for the run (ones read as it runs, not at import). What a run
+    changes in this process (the environment, the working folder, signal handlers, the root logger) is undone."""
+    cwd, environ = os.getcwd(), dict(os.environ)
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     root = logging.getLogger()
     root_handlers, root_level = root.handlers[:], root.level
-    propagates = {name: logging.getLogger(name).propagate for name in ("huggingface_hub", "datasets")}
+    propagates = {name: logging.getLogger(name).propagate for name in OWN_HANDLERS}
     root.handlers = []  # so the run's log_to_stderr writes to the captured stderr, as a new process's would
     out, err = io.StringIO(), io.StringIO()
     try:

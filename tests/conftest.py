@@ -31,7 +31,7 @@ if not GPU_TESTS:
 def pytest_configure(config):
     # pytest-xdist hands out files with the most tests first by default, so the files of one long test (the learning
     # default's 5 minutes) went last and one worker ran them alone at the end: 1,026 s where the same tests in the
-    # order below take 904 s (the measured file times, scheduled as xdist does). See pytest_collection_modifyitems.
+    # order below take 896 s (the measured file times, scheduled as xdist does). See pytest_collection_modifyitems.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
 
