@@ -9,12 +9,21 @@ from common.files import usual_permissions
 
 
 def write_text_atomically(path: str | Path, text: str) -> None:
-    """Write UTF-8 ``text`` to ``path`` through a temporary file beside it and ``os.replace``."""
+    """Write UTF-8 ``text`` to ``path`` through a temporary file beside it and ``os.replace``. The temporary file's
+    name is its own, so processes writing the same file at once (a launcher's ranks) never write into each other's."""
+    import tempfile
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as tmp:
+            tmp.write(text)
+        usual_permissions(name)  # mkstemp made it 0600
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 def copy_file_atomically(source: str | Path, target: str | Path) -> None:

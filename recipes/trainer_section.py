@@ -10,11 +10,9 @@ GRPOConfig's default: it still loads as a recipe, and its run still continues.
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
-from enum import Enum
 from typing import Any
+
+from recipes.grpo_fields import grpo_fields
 
 RENAMED_TRAINER_KEYS = {
     "gradient_checkpointing": "activation_checkpointing",
@@ -51,42 +49,14 @@ def drop_written_old_names(layer: dict, old_defaults: dict) -> None:
             del trainer[old]
 
 
-def _annotation_types(annotation) -> tuple | None:
-    """Base types a GRPOConfig field accepts, or None when the annotation is too exotic to check."""
-    if annotation is type(None):
-        return (None,)
-    if isinstance(annotation, type) and issubclass(annotation, Enum):
-        return (str,)
-    if isinstance(annotation, type):
-        return (annotation,)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        parts = [_annotation_types(a) for a in typing.get_args(annotation)]
-        return None if any(p is None for p in parts) else tuple(t for p in parts for t in p)
-    if origin in (dict, list, tuple):
-        return (origin if origin is not tuple else list,)
-    return None
-
-
 def trainer_fields() -> dict[str, tuple | None]:
     """GRPOConfig's fields (not the old names of renamed ones) and the base types each accepts."""
-    from trl import GRPOConfig
-
-    fields = dataclasses.fields(GRPOConfig)
-    return {
-        f.name: _annotation_types(f.type) for f in fields if f.init and f.name not in RENAMED_TRAINER_KEYS
-    }
+    return {name: f.types for name, f in grpo_fields().items() if name not in RENAMED_TRAINER_KEYS}
 
 
 def grpo_config_defaults() -> dict[str, Any]:
     """Every ``trl.GRPOConfig`` field with its default, old names of renamed fields too."""
-    from trl import GRPOConfig
-
-    return {
-        f.name: f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        for f in dataclasses.fields(GRPOConfig)
-        if f.init
-    }
+    return {name: f.default for name, f in grpo_fields().items()}
 
 
 def trainer_defaults() -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -16,6 +17,28 @@ def test_a_text_file_is_replaced_whole_in_a_folder_made_for_it(tmp_path):
     write_text_atomically(path, "second ünïcode\n")
     assert path.read_text(encoding="utf-8") == "second ünïcode\n"
     assert os.listdir(path.parent) == ["records.jsonl"]  # no temporary left beside it
+
+
+def test_writers_of_one_file_at_once_each_replace_it_whole_with_the_usual_permissions(tmp_path):
+    """The temporary was `.NAME.tmp` for every writer: two processes writing at once wrote into the same one."""
+    path, texts = tmp_path / "fields.json", [f"{i}" * 200_000 for i in range(8)]
+    umask = os.umask(0o022)
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda text: write_text_atomically(path, text), texts))
+    finally:
+        os.umask(umask)
+    assert path.read_text() in texts
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's 0600
+    assert os.listdir(tmp_path) == ["fields.json"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_text("old\n")
+    with pytest.raises(UnicodeEncodeError):
+        write_text_atomically(path, "half \ud800")
+    assert path.read_text() == "old\n" and os.listdir(tmp_path) == ["records.jsonl"]
 
 
 def test_a_copy_keeps_the_bytes_and_times_and_leaves_no_temporary(tmp_path):
