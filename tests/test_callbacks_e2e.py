@@ -137,11 +137,17 @@ def test_lost_machine_resumes_from_a_mounted_folder(s3_env, uninterrupted, tmp_p
 
 
 def test_two_processes_only_the_main_one_writes(s3_env, tmp_path):
+    """Two CPU processes train together (gloo): both ranks' states are saved, and only rank 0 uploads and speaks."""
     server, store = s3_env
     first = len(server.requests)
     uri = store.uri.replace("/a", "/ddp")
-    run(f"trainer.output_dir={tmp_path / 'out'}", "trainer.max_steps=2", f"checkpoint.uri={uri}",
-        f"checkpoint.endpoint_url={server.endpoint}", two_processes=True)  # fmt: skip
+    out = tmp_path / "out"
+    result = run(f"trainer.output_dir={out}", "trainer.max_steps=2", f"checkpoint.uri={uri}",
+                 f"checkpoint.endpoint_url={server.endpoint}", two_processes=True)  # fmt: skip
+    assert history(out) and json.loads((out / "trainer_state.json").read_text())["global_step"] == 2
+    assert (out / "adapter_model.safetensors").is_file()
+    assert {"rng_state_0.pth", "rng_state_1.pth"} <= {p.name for p in (out / "checkpoint-2").iterdir()}
+    assert result.stderr.count("Final adapter saved") == 1
     ours = [r for r in server.requests[first:] if "grpo-recipes" in r[2]]
     assert ours and all("rank/0" in agent for _, _, agent in ours)  # rank 1 never talked to S3
     assert any(

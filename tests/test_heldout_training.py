@@ -93,7 +93,8 @@ def test_a_planted_hack_trips_the_alarm_and_the_switch_ends_the_run(tmp_path, ca
 
 def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     out = tmp_path / "run"
-    launch(out, "trainer.max_steps=20")
+    small = "trainer.per_device_train_batch_size=16"  # 2 prompts a step, not 8: what is tested is the records
+    launch(out, "trainer.max_steps=20", small)
     first = history(out)
     assert [e["step"] for e in first["evaluations"]] == [0, 10, 20]  # 0: the model before training
     for step in (0, 10, 20):
@@ -105,7 +106,7 @@ def test_records_per_evaluation_and_a_resumed_run_keeps_the_history(tmp_path):
     # A launch that crashed after evaluating past its last checkpoint left records this run will not make again.
     stale = (out / "heldout" / "step-20.jsonl").read_text()
     (out / "heldout" / "step-25.jsonl").write_text(stale)
-    result = launch(out, "trainer.max_steps=30")
+    result = launch(out, "trainer.max_steps=30", small)
     resumed = history(out)
     assert [e["step"] for e in resumed["evaluations"]] == [0, 10, 20, 30]
     assert not (out / "heldout" / "step-25.jsonl").exists() and "held-out records file(s)" in result.stderr

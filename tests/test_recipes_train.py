@@ -21,14 +21,9 @@ from recipes.run import build_trainer
 pytestmark = pytest.mark.slow
 
 
-def launch(processes: int | None, *overrides: str) -> subprocess.CompletedProcess:
-    """gsm8k_tiny through ``accelerate launch`` with N processes, or (None) in this process: about 17 s less where
-    the launcher is not what a test is about."""
-    if processes is None:
-        result = run_recipe("gsm8k_tiny", *overrides)
-    else:
-        command = [*accelerate_launcher(processes), "recipes/run.py", "gsm8k_tiny", *overrides]
-        result = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+def launch(*overrides: str) -> subprocess.CompletedProcess:
+    """gsm8k_tiny in this process: about 17 s less than a launch, where the launcher is not what a test is about."""
+    result = run_recipe("gsm8k_tiny", *overrides)
     assert result.returncode == 0, result.stderr[-4000:]
     return result
 
@@ -37,52 +32,29 @@ def state(folder):
     return json.loads((folder / "trainer_state.json").read_text())
 
 
-def test_tiny_recipe_end_to_end_through_accelerate_launch(tmp_path):
+def test_the_readmes_cpu_launch_with_two_processes_trains_end_to_end_and_says_it_started_one(tmp_path):
+    """`accelerate launch --cpu --num_processes 2` starts one process: it trains, saves, and says so with the fix.
+    (Two processes training together: tests/test_callbacks_e2e.py.)"""
     out = tmp_path / "run"
-    launch(1, f"trainer.output_dir={out}", "trainer.max_steps=4", "checkpoint.every_steps=2")
+    overrides = [f"trainer.output_dir={out}", "trainer.max_steps=4", "checkpoint.every_steps=2"]
+    command = [*accelerate_launcher(1), "recipes/run.py", "gsm8k_tiny", *overrides]
+    command[command.index("--num_processes") + 1] = (
+        "2"  # the literal `accelerate launch --cpu --num_processes 2`
+    )
+    result = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "accelerate launch --cpu started ONE process, not 2" in result.stderr
+    assert "accelerate launch --multi_gpu --num_processes 2 recipes/run.py" in result.stderr
     assert {"adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "recipe.yaml"} <= {
         p.name for p in out.iterdir()
     }
-    assert (
-        yaml.safe_load((out / "recipe.yaml").read_text())
-        == load_recipe(
-            "gsm8k_tiny", [f"trainer.output_dir={out}", "trainer.max_steps=4", "checkpoint.every_steps=2"]
-        ).config
-    )
+    assert yaml.safe_load((out / "recipe.yaml").read_text()) == load_recipe("gsm8k_tiny", overrides).config
     logged = [e for e in state(out)["log_history"] if "loss" in e]  # the step-0 held-out entry is not one
     assert state(out)["global_step"] == 4
     assert {"rewards/correctness/mean", "rewards/format/mean"} <= set(
         logged[0]
     )  # each recipe reward is logged
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
-
-
-def test_two_cpu_processes(tmp_path):
-    out = tmp_path / "ddp"
-    result = launch(2, f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2")
-    assert state(out)["global_step"] == 2 and (out / "adapter_model.safetensors").is_file()
-    assert (out / "checkpoint-2" / "rng_state_0.pth").is_file() and (
-        out / "checkpoint-2" / "rng_state_1.pth"
-    ).is_file()
-    assert result.stderr.count("Final adapter saved") == 1  # logged by the main process only
-
-
-def test_cpu_launcher_with_two_processes_trains_and_says_it_started_one(tmp_path):
-    out = tmp_path / "cpu"
-    command = [
-        *accelerate_launcher(1),
-        "recipes/run.py",
-        "gsm8k_tiny",
-        f"trainer.output_dir={out}",
-        "trainer.max_steps=2",
-    ]
-    command[command.index("--num_processes") + 1] = (
-        "2"  # the literal `accelerate launch --cpu --num_processes 2`
-    )
-    result = subprocess.run(command, check=False, cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0 and (out / "adapter_model.safetensors").is_file()
-    assert "accelerate launch --cpu started ONE process, not 2" in result.stderr
-    assert "accelerate launch --multi_gpu --num_processes 2 recipes/run.py" in result.stderr
 
 
 def test_reward_rises_lora_moves_and_base_stays(tmp_path, tiny_model_dir):
@@ -156,11 +128,11 @@ def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
         "trainer.seed=7",
     ]
     full = tmp_path / "full"
-    launch(None, f"trainer.output_dir={full}", *common)
+    launch(f"trainer.output_dir={full}", *common)
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     shutil.copytree(full / "checkpoint-2", resumed / "checkpoint-2")
-    result = launch(None, f"trainer.output_dir={resumed}", *common, "checkpoint.resume=latest")
+    result = launch(f"trainer.output_dir={resumed}", *common, "checkpoint.resume=latest")
     steps = re.findall(
         r"^step (\d+)/4  reward [-0-9.]+  correct \d+%  length \d+",
         result.stdout + result.stderr,
@@ -182,7 +154,7 @@ def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
 
 def test_a_refused_second_run_leaves_the_first_runs_folder_alone(tmp_path):
     out = tmp_path / "first"
-    launch(None, f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2")
+    launch(f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2")
     recipe_before = (out / "recipe.yaml").read_text()
     result = run_recipe(
         "gsm8k_tiny", f"trainer.output_dir={out}", "checkpoint.resume=never", "trainer.learning_rate=0.5"
