@@ -36,7 +36,7 @@ def _stderr(code: str) -> str:
 
 
 def test_importing_peft_after_common_prints_no_kernel_hint_and_a_4bit_load_on_cpu_shows_it():
-    raw = _stderr("import peft")
+    raw = _stderr("import bitsandbytes")  # whether this CPU gets the hint: peft imports it, 5 s sooner alone
     quiet = _stderr(
         "import logging, common, peft\n"
         "from common.quiet import BNB_CPU_4BIT_KERNEL as held\n"
