@@ -21,22 +21,18 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlparse
 
-from callbacks.best import best_run, names_best_pointer
 from callbacks.errors import CheckpointError
-from callbacks.explicit import missing_resume
 from callbacks.fetch import fetch_checkpoint
 from callbacks.lease import RemoteLease
 from callbacks.local import SYNC_DIR
 from callbacks.lock import LOCK_NAME, OutputLock
 from callbacks.machines import Machine, join_machines
 from callbacks.publish import RunInfo
-from callbacks.remote import source_uri
 from callbacks.resume import Resolver
 from callbacks.seal import SealCallback, partial_state
 from callbacks.settings import CheckpointSettings
-from callbacks.stores import is_remote, open_store, uri_problem
+from callbacks.stores import open_store
 from callbacks.sync_callback import CheckpointSyncCallback
 from common.processes import broadcast_from_main
 
@@ -213,23 +209,3 @@ def prepare_checkpointing(
         lease=lease,
         require_upload=checkpoint.require_upload,
     )
-
-
-def offline_refusals(checkpoint: dict) -> list[str]:
-    """What ``prepare_checkpointing`` would refuse in a ``checkpoint:`` section, found without the network or a write
-    (``run.py --print`` and ``--plan`` say them too), with its messages: a malformed ``uri`` or ``resume`` URI, a
-    folder ``uri`` under a file or on an unmounted Drive, a ``resume`` path that is not there. An S3 bucket and its
-    credentials, a best pointer and what a checkpoint holds need the store read: the run's to find."""
-    uri, resume, endpoint = checkpoint["uri"], checkpoint["resume"], checkpoint["endpoint_url"]
-    refusals = []
-    if uri:
-        # Opening a folder store only names it; opening an S3 one would make a client, for the network.
-        folder = urlparse(uri).scheme != "s3"
-        refusals.append(uri_problem(uri, endpoint) or (open_store(uri).unusable() if folder else None))
-    if resume not in ("latest", "never") and is_remote(resume):
-        # The store it is in (callbacks/explicit.py): a best pointer's run, a checkpoint-N's run, or the run.
-        base = best_run(resume) if names_best_pointer(resume) else source_uri(resume)[0]
-        refusals.append(uri_problem(base, endpoint if resume.startswith("s3://") else None))
-    elif resume not in ("latest", "never") and not names_best_pointer(resume):
-        refusals.append(missing_resume(resume))
-    return [refusal for refusal in refusals if refusal]
