@@ -64,8 +64,6 @@ def test_step_split_attributes_trl_profiling_blocks_to_phases(bench):
     assert step.forward_backward == pytest.approx(1.75)
 
 
-# The full-width Qwen run took 445 s in an otherwise idle suite on a slow 2-core machine with 4 x 192-token
-# sequences (README command 1 took 5.4 minutes there, 1.8 on a faster one); it now trains 2 x ~80 tokens.
 def _run(capsys, *args: str) -> subprocess.CompletedProcess:
     """``python benchmarks/grpo_step.py ARGS``' exit code and output, run in this process: 15 s of imports less. It
     changes no process state (threads, environment, logging); the planner check counts live tensors, not the RSS."""
@@ -126,8 +124,8 @@ def test_two_steps_on_the_tiny_model_print_the_table_and_the_planner_check(capsy
 def test_planner_matches_live_tensors_of_a_full_width_qwen_shape(tmp_path, capsys):
     # real Qwen2.5-1.5B width, vocabulary, biases and tied embeddings; two layers, and two short prompts for two
     # completions each: the 151,936-wide head costs a CPU ~1 TFLOP per 1,000 tokens trained (GSM8K prompts under the
-    # recipe's system prompt, 4 x 192 tokens, took 340 s of the test's 450; arithmetic word problems, ~63 tokens,
-    # 110 s alone; these sums, 74 s)
+    # recipe's system prompt, 4 x 192 tokens, took 340 s of the test's 450 in an otherwise idle suite; arithmetic word
+    # problems, ~63 tokens, 110 s alone; these sums, 74 s in a new process and 56 s in this one)
     (tmp_path / "sums.jsonl").write_text(
         '{"question": "2+3?", "answer": "5"}\n{"question": "4+4?", "answer": "8"}\n'
     )
