@@ -1,6 +1,6 @@
 """A compact console table of GRPO training signals every N steps (shows in notebooks too).
 
-Recipe entry: ``callbacks: [{name: reward_table, every_steps: 25}]``.
+Recipe entry: ``callbacks: [{name: reward_table, every_steps: 25}]``, checked by ``callbacks.RewardTable``.
 """
 
 from __future__ import annotations
@@ -47,12 +47,11 @@ class RewardTableCallback(TrainerCallback):
     """Print :func:`render_table` every ``every_steps`` optimizer steps, on the main process only.
 
     Args:
-        every_steps: Steps between tables; a last table is printed at the end of training if steps remain.
+        every_steps: Steps between tables (a positive integer: ``callbacks.RewardTable`` checks a recipe's); a last
+            table is printed at the end of training if steps remain.
     """
 
-    def __init__(self, every_steps: int = 25):
-        if isinstance(every_steps, bool) or not isinstance(every_steps, int) or every_steps < 1:
-            raise ValueError(f"every_steps must be a positive integer, got {every_steps!r}")
+    def __init__(self, every_steps: int):
         self.every_steps = every_steps
         self._window: list[dict] = []
         self._printed_at = 0

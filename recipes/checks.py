@@ -49,10 +49,12 @@ TRACKERS = {
 def unknown_trackers(recipe: Recipe) -> list[str]:
     """One line per trainer.report_to name transformers does not know (it raised after the model had loaded).
     Not at load, which every tool pays for: a run, --print and --plan (recipes/start_checks.py) ask it."""
-    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
-
     report_to = recipe.config["trainer"]["report_to"]
     names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    if all(name in ("none", "all", *TRACKERS) for name in names):
+        return []  # names transformers has long known: its integrations module takes ~9 s to import
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
     known = ["none", "all", *INTEGRATION_TO_CALLBACK]
     where = recipe.origins.get("trainer.report_to", "the recipe")
     return [
@@ -122,7 +124,7 @@ def check_combinations(recipe: Recipe) -> None:
             f"model.quantization={recipe.config['model']['quantization']} needs bitsandbytes, which is not "
             "installed. pip install bitsandbytes, or set model.quantization=none."
         )
-    from recipes.merged_lora import lora_dropout_active
+    from recipes.merge_rules import lora_dropout_active
 
     lora = recipe.config["lora"]
     if lora["merged_generation"] is True and lora_dropout_active(recipe.config):

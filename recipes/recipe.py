@@ -174,8 +174,8 @@ def reward_defaults(config: dict) -> dict:
 
 
 def _check_lists(config: dict, origins: dict, errors: list[str]) -> list[float]:
-    """Build the rewards and callbacks once to validate them; returns the reward weights."""
-    from callbacks import build_callbacks
+    """Build the rewards and check the callbacks to validate them; returns the reward weights."""
+    from callbacks import check_callbacks
     from rewards import build_rewards
 
     weights: list[float] = []
@@ -191,7 +191,7 @@ def _check_lists(config: dict, origins: dict, errors: list[str]) -> list[float]:
             if name == "rewards":
                 weights = build_rewards(specs, defaults=reward_defaults(config))[1]
             else:
-                build_callbacks(specs)
+                check_callbacks(specs)
         except UserError as e:
             errors.append(f"{name} in {where}: {e}")
     return weights

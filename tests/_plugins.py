@@ -10,6 +10,8 @@ class StepCounter(TrainerCallback):
     """A user's callback: counts optimizer steps."""
 
     def __init__(self, start: int = 0):
+        if start < 0:
+            raise ValueError(f"start must be at least 0, got {start}")
         self.steps = start
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from _callbacks_helpers import trainer_objects
 
-from callbacks import CallbackSpecError, build_callbacks, registered
+from callbacks import CallbackSpecError, RewardTable, build_callbacks, check_callbacks, registered
 from callbacks.reward_table import RewardTableCallback
 
 
@@ -16,7 +16,14 @@ def test_build_callbacks_from_recipe_specs():
     [table] = build_callbacks([{"name": "reward_table", "every_steps": 3}])
     assert isinstance(table, RewardTableCallback) and table.every_steps == 3
     assert build_callbacks([]) == []
-    assert registered()["reward_table"] is RewardTableCallback
+    assert registered()["reward_table"] is RewardTable
+
+
+def test_checking_a_recipe_builds_plugins_but_only_the_settings_of_registered_callbacks():
+    specs = [{"name": "reward_table", "every_steps": 3}, {"path": "_plugins:StepCounter", "start": 2}]
+    assert check_callbacks(specs) is None
+    with pytest.raises(CallbackSpecError, match=r"callbacks\[1\] \(_plugins:StepCounter\): start must be"):
+        check_callbacks([specs[0], {"path": "_plugins:StepCounter", "start": -1}])
 
 
 @pytest.mark.parametrize(

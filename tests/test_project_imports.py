@@ -20,14 +20,16 @@ def test_packages_come_from_this_repository(name):
     [
         ["recipes/run.py", "--help"],
         ["recipes/run.py", "--list"],
+        ["recipes/run.py", "arith_tiny", "--print"],
         ["recipes/evaluate.py", "--help"],
         ["benchmarks/grpo_step.py", "--help"],
         ["-m", "rewards", "--help"],
         ["-m", "stats.compare", "--help"],
     ],
 )
-def test_help_and_list_answer_without_importing_torch_or_transformers(command):
-    """What makes them answer at once (speed itself is for benchmarks, not tests): no heavy import."""
+def test_help_list_and_print_answer_without_importing_torch_or_transformers(command):
+    """What makes them answer at once (speed itself is for benchmarks, not tests): no heavy import. `--print`
+    checks the whole recipe, its callbacks too, without building the TrainerCallbacks."""
     probe = (
         "import runpy, sys\n"
         f"argv = {command!r}\n"
@@ -46,4 +48,5 @@ def test_help_and_list_answer_without_importing_torch_or_transformers(command):
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
                             check=False)  # fmt: skip
     assert "HEAVY [] CODE 0" in result.stderr, result.stderr[-2000:]
-    assert "usage:" in result.stdout or command[-1] == "--list" and "arith_tiny" in result.stdout
+    shown = {"--list": "arith_tiny", "--print": "name_or_path: builtin:tiny-arith"}
+    assert shown.get(command[-1], "usage:") in result.stdout

@@ -248,7 +248,7 @@ def plan_memory(
     vllm = t["vllm_mode"] if t["use_vllm"] else "off"
     # Merging applies to transformers' generate only; auto merges float32 weights without dropout only.
     from recipes.compiled_generation import compile_declines
-    from recipes.merged_lora import auto_declines
+    from recipes.merge_rules import auto_declines
 
     setting = lora["merged_generation"]
     auto_off = setting == "auto" and auto_declines({"model": model, "lora": lora, "trainer": t})

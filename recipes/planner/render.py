@@ -205,7 +205,7 @@ def render_plan(recipe, *, offload_optimizer: bool = False, sharding: str | None
 
 def _unmerged(config: dict, plan: MemoryPlan) -> str:
     """Why a plan generates with peft's LoRA branch: the setting, and what made ``auto`` decide so."""
-    from recipes.merged_lora import auto_declines
+    from recipes.merge_rules import auto_declines
 
     setting = section(config, "lora")["merged_generation"]
     if setting is not True and setting is not False:  # auto: recipes/merged_lora.py's reasons

@@ -63,8 +63,6 @@ def load_model_config(model_section: dict):
     Raises:
         RecipeError: The name is neither shipped nor loadable; nothing is guessed.
     """
-    from recipes.model import load_config
-
     name = model_section.get("name_or_path")
     if not name:
         raise RecipeError(
@@ -72,6 +70,8 @@ def load_model_config(model_section: dict):
         )
     if name in SHAPES:
         return config_for(name)
+    from recipes.model import load_config  # transformers' models, ~4 s: not for a shipped shape
+
     try:
         return load_config(model_section)
     except HubError as e:  # it names the key and the fixes already
