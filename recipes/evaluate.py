@@ -53,15 +53,14 @@ from recipes.evaluation.overlap import warn_if_trained_on
 from recipes.evaluation.questions import eval_data, select_questions
 from recipes.evaluation.records import (
     append_records,
-    check_resumable,
     check_writable,
     format_style,
     make_record,
     read_records,
-    record_settings,
     regrade,
     repair_end,
 )
+from recipes.evaluation.resume import check_resumable, check_same_questions, record_settings
 from recipes.evaluation.summary import summary
 from recipes.evaluation.trained_on import warn_if_other_data
 from recipes.recipe import load_recipe
@@ -151,6 +150,7 @@ def evaluate(
         ids = [row["id"] for row in rows]
         settings = record_settings(recipe, folder, seed, split, data["source"], decoding)
         check_resumable(existing, settings, out)
+        check_same_questions(existing, rows, out, data["source"])
         done = {(r.get("id"), r.get("sample")): r for r in existing}
         batches = generation.plan_batches(len(ids), samples, batch_size)
         units = [unit for batch in batches for unit in batch]

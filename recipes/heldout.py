@@ -15,7 +15,8 @@ from callbacks.heldout_history import HISTORY_NAME, read_history, resume_past_st
 from common.wording import counted
 from recipes.evaluation.generation import decoding_for
 from recipes.evaluation.live import HeldoutPlan
-from recipes.evaluation.records import format_style, record_settings
+from recipes.evaluation.records import format_style
+from recipes.evaluation.resume import record_settings
 from recipes.tasks.sources import DataError
 
 

@@ -96,6 +96,25 @@ def test_resuming_with_another_adapter_is_refused(base_file, adapter_dir, tmp_pa
     assert f"adapter_path: file has None, this run '{adapter_dir.resolve()}'" in err
 
 
+def test_resuming_after_the_adapter_changed_at_its_path_is_refused(adapter_dir, tmp_path, capsys):
+    """After more training a run's output_dir holds another adapter at the same path: its records must not join."""
+    from safetensors.torch import load_file, save_file
+
+    folder = shutil.copytree(adapter_dir, tmp_path / "run")
+    out = tmp_path / "tuned.jsonl"
+    two = [*ARGS[:2], "2", *ARGS[3:], "--adapter", str(folder), "--out", str(out)]
+    assert main(two) == 0
+    [first] = {r["adapter_sha"] for r in lines(out)}
+    assert len(first) == 16 and int(first, 16) >= 0
+    weights = folder / "adapter_model.safetensors"
+    save_file({name: 2 * tensor for name, tensor in load_file(weights).items()}, weights)
+    written = out.read_bytes()
+    assert main([*ARGS, "--adapter", str(folder), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"adapter_sha: file has '{first}', this run '" in err and "holds a newer adapter" in err
+    assert out.read_bytes() == written
+
+
 @pytest.mark.slow
 def test_trained_adapter_synced_to_a_store_evaluates_by_uri(base_file, tmp_path, capsys):
     remote = f"file://{tmp_path / 'remote'}"

@@ -13,7 +13,8 @@ from recipes.evaluate import main
 from recipes.evaluation import generation
 from recipes.evaluation.generation import EvaluationError
 from recipes.evaluation.questions import eval_data, select_questions
-from recipes.evaluation.records import prompt_sha, read_records
+from recipes.evaluation.records import read_records
+from recipes.evaluation.resume import prompt_sha
 from recipes.evaluation.summary import summary
 from recipes.recipe import load_recipe
 from rewards.answers import extract_answer, format_ok, is_correct, lenient_correct, strict_correct
@@ -216,6 +217,35 @@ def test_a_folder_source_and_an_explicit_test_file_work(gsm8k_dir, tmp_path, cap
     )
     a, b = lines(tmp_path / "a.jsonl"), lines(tmp_path / "b.jsonl")
     assert [r["id"] for r in a] == [r["id"] for r in b] and int(a[0]["id"].rsplit("-", 1)[1]) < 1319
+
+
+def test_resuming_after_the_data_moved_its_rows_is_refused(tmp_path, capsys):
+    """A JSONL without ids numbers its rows: reordered, the same ids name other questions."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    rows = TEST_SAMPLE.read_text().splitlines()
+    (folder / "test.jsonl").write_text("\n".join(rows) + "\n")
+    args = [
+        "gsm8k_tiny",
+        f"data.source={folder}",
+        "--questions",
+        "2",
+        "--samples",
+        "1",
+        "--max-new-tokens",
+        "4",
+    ]
+    out = tmp_path / "base.jsonl"
+    assert run(capsys, *args, "--out", out)[0] == 0
+    written = out.read_bytes()
+    (folder / "test.jsonl").write_text("\n".join(reversed(rows)) + "\n")
+    code, _, err = run(capsys, *args[:3], "4", *args[4:], "--out", out)
+    assert code == 2 and out.read_bytes() == written
+    assert (
+        f"{out} holds 2 record(s) whose question or gold differs from what {folder} gives under the same id"
+        in err
+    )
+    assert "Give your rows an `id` column" in err
 
 
 def test_eval_data_finds_the_split_file_and_drops_training_filters(tmp_path):

@@ -125,7 +125,7 @@ def test_an_adapter_evaluated_on_other_data_than_its_run_trained_on_is_warned(tm
 
 def test_resuming_checks_the_system_prompt_but_resumes_files_written_before_it_was_recorded(tmp_path):
     from recipes.evaluation.generation import decoding_for
-    from recipes.evaluation.records import check_resumable, record_settings
+    from recipes.evaluation.resume import check_resumable, record_settings
 
     recipe = load_recipe("gsm8k_tiny")
     decoding = decoding_for(recipe.config["trainer"], None, None, 16, samples=2)
@@ -143,7 +143,8 @@ def test_resuming_checks_the_system_prompt_but_resumes_files_written_before_it_w
 def test_records_carry_the_answer_style_and_resuming_checks_it(tmp_path):
     """format_ok and the strict grade depend on the recipe's answer style: recipes/regrade.py reads it back."""
     from recipes.evaluation.generation import decoding_for
-    from recipes.evaluation.records import check_resumable, format_style, record_settings
+    from recipes.evaluation.records import format_style
+    from recipes.evaluation.resume import check_resumable, record_settings
 
     recipe = load_recipe("gsm8k_tiny")
     decoding = decoding_for(recipe.config["trainer"], None, None, 16, samples=2)

@@ -16,8 +16,6 @@ generating nothing, the unsettled samples and those an older grader graded (``re
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -34,8 +32,6 @@ logger = logging.getLogger("recipes.evaluate")
 RECORD_KEYS = ("id", "sample", "correct")
 # Row columns a record keeps when the task has them.
 BREAKDOWN_KEYS = ("subject", "level")
-# Settings older evaluators did not record: a file without one is resumed (there is nothing to compare it with).
-LATER_SETTINGS = ("prompt_sha", "answer_style")
 OUT_FIX = "Use a new --out file."
 
 
@@ -112,68 +108,11 @@ def check_writable(path: Path) -> None:
         raise EvaluationError(f"--out {path}: {folder} is not writable. Choose another --out path.")
 
 
-def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
-    """Refuse to append to a file whose records were made with other settings, or by another policy: a held-out
-    record (``step``) grades the policy at that training step, whatever its other settings say."""
-    for record in records:
-        if record.get("step") is not None:
-            raise EvaluationError(
-                f"{path} holds the held-out records of training step {record['step']} (that step's policy, not "
-                "the model this run evaluates); refusing to append. Use a new --out file."
-            )
-        changed = [
-            f"{k}: file has {record.get(k)!r}, this run {v!r}"
-            for k, v in settings.items()
-            if record.get(k) != v and (k in record or k not in LATER_SETTINGS)
-        ]
-        if changed:
-            raise EvaluationError(
-                f"{path} holds records made with other settings; refusing to append ("
-                + "; ".join(changed)
-                + "). Use a new --out file, or rerun with the file's settings."
-            )
-
-
 def append_records(handle, records: list[dict]) -> None:
     """Append whole lines and force them to disk, so a crash leaves complete records only."""
     handle.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     handle.flush()
     os.fsync(handle.fileno())
-
-
-def record_settings(
-    recipe, adapter_folder: Path | None, seed: int, split: str, source: str, decoding
-) -> dict:
-    """Settings every record of one evaluation shares (evaluate.py's files and the held-out ones alike).
-
-    The adapter is identified by the folder it resolved to (a run prefix resolves to its newest checkpoint,
-    RUN/best to its best), not by how it was written on the command line.
-    """
-    return {
-        "model": recipe.config["model"]["name_or_path"],
-        "adapter_path": str(adapter_folder.resolve()) if adapter_folder else None,
-        "seed": seed,
-        "split": split,
-        "source": source,
-        "prompt_sha": prompt_sha(recipe.config["data"]["system_prompt"]),
-        # What format_ok and lm-eval's strict grade were read in: recipes/regrade.py grades them again so.
-        "answer_style": format_style(recipe.config["rewards"]),
-        **dataclasses.asdict(decoding),
-    }
-
-
-def prompt_sha(system_prompt: str | None) -> str:
-    """The first 12 hex digits of the system prompt's sha256: which prompt a record was asked with.
-
-    recipes.data.load_split asks every question as [system: data.system_prompt, user: the question], so the system
-    prompt is the one prompt setting (the question is in the record). It is hashed as written, not as the chat
-    template renders it: that would need the tokenizer before a resumed file is checked, and the template belongs
-    to the model, which the record names already. 48 bits tell prompts apart; the text would bloat every line.
-
-    >>> prompt_sha("Solve the problem. End with '#### <number>'.")
-    'e8eaaa3a8bef'
-    """
-    return hashlib.sha256((system_prompt or "").encode("utf-8")).hexdigest()[:12]
 
 
 def make_record(
