@@ -100,6 +100,12 @@ def regrade_file(path: Path, style: str | None = None) -> None:
             logger.info(
                 "%s: all %d records graded by this grader and settled; nothing to do.", path, len(records)
             )
+        if not stale and repair == "drop":
+            logger.warning(
+                "%s: its last line is cut off (an interrupted write), and stats.compare refuses the file; left "
+                "as it is: re-run the evaluate.py command that wrote it, which redoes that sample.",
+                path,
+            )
 
 
 def build_parser() -> argparse.ArgumentParser:

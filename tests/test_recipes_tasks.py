@@ -210,6 +210,7 @@ def test_a_wrong_path_or_a_csv_file_says_what_is_there(tmp_path):
     ):
         load_split({**SECTION, "task": "jsonl", "source": str(folder)}, split="train")
     typo = tmp_path / "mytsak"
+    (tmp_path / "mytsak.yaml").write_text("base: gsm8k_tiny\n")  # a recipe is no data, whatever its name
     with pytest.raises(DataError, match=rf"'{typo}': no such file or folder\. Did you mean {folder}\?$"):
         load_split({**SECTION, "task": "jsonl", "source": str(typo)}, split="train")
     with pytest.raises(DataError, match=r"no such file or folder \(.*nowhere does not exist either\)"):

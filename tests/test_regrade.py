@@ -110,6 +110,16 @@ def test_unsettled_grades_are_settled_and_a_current_file_is_not_rewritten(tmp_pa
     assert path.stat().st_mtime_ns == before
 
 
+def test_a_cut_off_last_line_is_said_and_left_for_evaluate_py(tmp_path, capsys, caplog):
+    path = tmp_path / "tuned.jsonl"
+    whole = json.dumps(_record("q1", PLAIN, "12")) + "\n"
+    path.write_text(whole + json.dumps(_record("q2", PLAIN, "12"))[:-20])
+    written = path.read_bytes()
+    assert _run(capsys, path)[0] == 0
+    assert f"{path}: its last line is cut off (an interrupted write)" in caplog.text
+    assert "re-run the evaluate.py command that wrote it" in caplog.text and path.read_bytes() == written
+
+
 @pytest.mark.parametrize(
     "record, why",
     [

@@ -96,7 +96,10 @@ def repair_end(path: Path, repair: str | None) -> None:
 
 
 def _say_dropped(path: Path) -> None:
-    logger.warning("%s: dropped an incomplete last line (an interrupted write); its sample is redone.", path)
+    logger.warning(
+        "%s: dropped an incomplete last line (an interrupted write); evaluate.py redoes its sample on the file.",
+        path,
+    )
 
 
 def check_writable(path: Path) -> None:

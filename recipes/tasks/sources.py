@@ -195,8 +195,13 @@ def missing_path(source: str, key: str) -> str | None:
         return None
     if not path.parent.is_dir():
         return f"{key} {source!r}: no such file or folder ({path.parent} does not exist either)."
-    # Stems, not names: "nowhere.jsonl" is not a typo of "nu_one.jsonl" because both end in .jsonl.
-    stems = {p.stem: p.name for p in path.parent.iterdir()}
+    # Stems, not names: "nowhere.jsonl" is not a typo of "nu_one.jsonl" because both end in .jsonl. Only what can
+    # hold data: the recipe mytask.yaml beside the folder mytask is no answer to "mytsk".
+    stems = {
+        (p.name if p.is_dir() else p.stem): p.name
+        for p in sorted(path.parent.iterdir())
+        if p.is_dir() or p.suffix in SUFFIXES
+    }
     near = stems.get(closest(path.stem, stems))
     return f"{key} {source!r}: no such file or folder." + (
         f" Did you mean {path.parent / near}?" if near else ""
