@@ -39,6 +39,12 @@ class RecipeGRPOTrainer(GRPOTrainer):
         if compiled_generation:  # TRL builds its generation config with compiling switched off
             compile_generation(self.generation_config, self.accelerator.device.type, static_cache_tokens)
 
+    def create_model_card(self, *args, **kwargs):
+        # TRL drafts a card in output_dir at every checkpoint, naming a base model loaded from a local folder "None"
+        # ("fine-tuned version of [None]"): all an unfinished run's folder showed. run.py writes the project's card
+        # when the run ends (recipes/model_card.py).
+        return None
+
     def _init_training_state(self, max_steps, *args, **kwargs):
         resumed = super()._init_training_state(max_steps, *args, **kwargs)
         # A resumed state brings the checkpoint's save and logging intervals, which the trainer would follow over

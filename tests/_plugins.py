@@ -31,6 +31,18 @@ class EngineReport(TrainerCallback):
             Path(args.output_dir, "engine.json").write_text(json.dumps(report))
 
 
+class CardAtSave(TrainerCallback):
+    """Records, at each checkpoint save, what OUTPUT_DIR/README.md held then (None: no file) in
+    OUTPUT_DIR/cards-at-save.json: what the folder of a run stopped at that step shows."""
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            card, seen_file = Path(args.output_dir, "README.md"), Path(args.output_dir, "cards-at-save.json")
+            seen = json.loads(seen_file.read_text()) if seen_file.exists() else {}
+            seen[str(state.global_step)] = card.read_text() if card.exists() else None
+            seen_file.write_text(json.dumps(seen))
+
+
 def make_counter(start: int = 5) -> StepCounter:
     """A factory function: callbacks may be built by a function returning one."""
     return StepCounter(start)

@@ -15,7 +15,8 @@ from recipes.recipe import RecipeError, load_recipe
 from recipes.rerun import changed_keys, finished_step, keep_final_adapter
 
 pytestmark = pytest.mark.slow
-ARGS = ["trainer.max_steps=4", "checkpoint.every_steps=2"]
+# CardAtSave: what README.md held at each checkpoint, the card of a run stopped there.
+ARGS = ["trainer.max_steps=4", "checkpoint.every_steps=2", "callbacks=[{path: '_plugins:CardAtSave'}]"]
 STEP_LINE = re.compile(r"^step \d+/\d+  reward ", re.MULTILINE)  # one per logged training step
 
 
@@ -46,6 +47,8 @@ def test_the_model_card_names_the_base_recipe_data_and_final_metrics(finished):
     assert "- Training: 4 of 4 steps" in card and "Final training metrics (step 4):" in card
     assert "mean correctness reward:" in card and f"python recipes/export.py {finished}" in card
     assert "Held-out accuracy (4 questions x 2 samples, never trained on): " in card
+    # Mid-run there was no card: TRL's draft named the base model [None].
+    assert json.loads((finished / "cards-at-save.json").read_text()) == {"2": None, "4": None}
 
 
 def test_every_saved_checkpoint_is_sealed_with_a_manifest_that_verifies(finished):
