@@ -75,6 +75,13 @@ def available() -> dict[str, str]:
     return found
 
 
+def _refuse_base(name: str) -> None:
+    raise RecipeError(
+        f"{name} is a base that recipes build on (base: {name}), not a recipe to run. "
+        f"Run one of: {', '.join(available())}."
+    )
+
+
 def find_recipe(name_or_path: str) -> Path:
     """A recipe name (``gsm8k_llama``) or a path to a YAML file -> the file."""
     path = Path(name_or_path)
@@ -83,13 +90,12 @@ def find_recipe(name_or_path: str) -> Path:
             raise RecipeError(f"{path} is a folder; a recipe is a .yaml file or a name (see run.py --list).")
         if not path.is_file():
             raise RecipeError(f"Recipe file {path} does not exist.")
+        if path.resolve().parent == RECIPE_DIR.resolve() and path.name.startswith("_"):
+            _refuse_base(path.stem)  # else its missing keys would be answered "set it there", in our file
         return path
     path = RECIPE_DIR / f"{name_or_path}.yaml"
     if path.is_file() and name_or_path.startswith("_"):
-        raise RecipeError(
-            f"{name_or_path} is a base that recipes build on (base: {name_or_path}), not a recipe to run. "
-            f"Run one of: {', '.join(available())}."
-        )
+        _refuse_base(name_or_path)
     if not path.is_file():
         names = available()
         raise RecipeError(

@@ -305,11 +305,14 @@ def test_checkpoint_section_is_validated_at_load_by_its_one_rule_set():
     assert printed.returncode == 2 and "checkpoint.run_id must be null or letters" in printed.stderr
 
 
-def test_a_base_is_not_a_recipe_to_run():
+@pytest.mark.parametrize("given", ["_base", "recipes/_base.yaml", str(REPO / "recipes" / "_base.yaml")])
+def test_a_base_is_not_a_recipe_to_run(given, monkeypatch):
+    """By path, its missing keys were answered 'set it there': advice to edit the project's own file."""
+    monkeypatch.chdir(REPO)
     with pytest.raises(
         RecipeError, match=r"^_base is a base that recipes build on \(base: _base\), not a recipe"
     ):
-        load_recipe("_base")
+        load_recipe(given)
 
 
 def test_overrides_given_as_one_string_are_refused_with_the_list_form():
