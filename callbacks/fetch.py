@@ -86,10 +86,14 @@ def fetch_checkpoint(
     )
     for folder in checkpoints:
         problems = adapter_problems(folder)
-        if not problems:  # a run folder without its final adapter: an unfinished run, so say which step
-            logger.info(
-                "%s holds no final adapter (unfinished run?): using its newest usable %s", path, folder.name
+        if not problems:  # say which step: a run's output_dir without its final adapter is an unfinished run
+            # A run writes recipe.yaml into its output_dir first; a store's folder holds checkpoints alone.
+            what = (
+                "holds no final adapter (unfinished run?)"
+                if (path / "recipe.yaml").is_file()
+                else "holds checkpoints"
             )
+            logger.info("%s %s: using its newest usable %s", path, what, folder.name)
             return folder
         logger.warning("Skipping %s: %s", folder, "; ".join(problems))
     # What recipes/export.py writes (and any downloaded model): a whole model, which is loaded as the base instead.

@@ -74,7 +74,12 @@ def test_local_paths(tmp_path, caplog):
     make_checkpoint(out, 2)
     make_checkpoint(out, 4, omit=("adapter_model.safetensors",))
     with caplog.at_level(logging.INFO, logger="callbacks"):
-        assert fetch_checkpoint(out) == out / "checkpoint-2"  # the newest folder with weights
+        assert fetch_checkpoint(out) == out / "checkpoint-2"  # the newest folder with weights: a store's
+        (out / "recipe.yaml").write_text("name: gsm8k_tiny\n")  # what a run writes into its output_dir
+        assert fetch_checkpoint(out) == out / "checkpoint-2"
+    assert (
+        f"{out} holds checkpoints: using its newest usable checkpoint-2" in caplog.text
+    )  # every finished store's
     assert (
         f"{out} holds no final adapter (unfinished run?): using its newest usable checkpoint-2" in caplog.text
     )

@@ -94,6 +94,7 @@ def test_resuming_with_another_adapter_is_refused(base_file, adapter_dir, tmp_pa
     assert main([*ARGS, "--adapter", str(adapter_dir), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"adapter_path: file has None, this run '{adapter_dir.resolve()}'" in err
+    assert "): the file evaluated the base model. Use a new --out file" in err
 
 
 def test_resuming_after_the_adapter_changed_at_its_path_is_refused(adapter_dir, tmp_path, capsys):
@@ -111,8 +112,19 @@ def test_resuming_after_the_adapter_changed_at_its_path_is_refused(adapter_dir, 
     written = out.read_bytes()
     assert main([*ARGS, "--adapter", str(folder), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert f"adapter_sha: file has '{first}', this run '" in err and "holds a newer adapter" in err
+    assert f"adapter_sha: file has '{first}', this run '" in err
+    assert "the folder holds another adapter than when the file was written (trained further" in err
     assert out.read_bytes() == written
+
+
+def test_the_same_adapter_at_another_path_resumes(adapter_dir, tmp_path, capsys):
+    """A moved run folder, RUN/best or a store's copy: the weights, not the path, say which adapter it is."""
+    out = tmp_path / "tuned.jsonl"
+    assert main([*ARGS[:2], "2", *ARGS[3:], "--adapter", str(adapter_dir), "--out", str(out)]) == 0
+    moved = shutil.copytree(adapter_dir, tmp_path / "moved")
+    assert main([*ARGS, "--adapter", str(moved), "--out", str(out)]) == 0, capsys.readouterr().err
+    records = lines(out)
+    assert len({r["id"] for r in records}) == 4 and len({r["adapter_sha"] for r in records}) == 1
 
 
 @pytest.mark.slow

@@ -16,11 +16,6 @@ from recipes.evaluation.records import OUT_FIX, format_style
 
 # Settings older evaluators did not record: a file without one is resumed (there is nothing to compare it with).
 LATER_SETTINGS = ("prompt_sha", "answer_style", "adapter_sha")
-# Why a changed setting matters where its name does not say.
-_CHANGED_MEANS = {
-    "adapter_sha": "the adapter's weights differ from the file's: the folder holds a newer adapter (trained "
-    "further, or replaced) at the same path",
-}
 
 
 def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
@@ -32,18 +27,38 @@ def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
                 f"{path} holds the held-out records of training step {record['step']} (that step's policy, not "
                 "the model this run evaluates); refusing to append. Use a new --out file."
             )
+        # The same weights found at another path (a moved run, RUN/best, a store's copy) are the same adapter.
+        same_weights = (
+            record.get("adapter_sha") is not None and record["adapter_sha"] == settings["adapter_sha"]
+        )
         changed = [
             f"{k}: file has {record.get(k)!r}, this run {v!r}"
-            + (f" ({_CHANGED_MEANS[k]})" if k in _CHANGED_MEANS else "")
             for k, v in settings.items()
             if record.get(k) != v and (k in record or k not in LATER_SETTINGS)
+            if not (k == "adapter_path" and same_weights)
         ]
         if changed:
             raise EvaluationError(
                 f"{path} holds records made with other settings; refusing to append ("
                 + "; ".join(changed)
-                + "). Use a new --out file, or rerun with the file's settings."
+                + f"){_adapter_change(record, settings)}. Use a new --out file, or rerun with the file's settings."
             )
+
+
+def _adapter_change(record: dict, settings: dict) -> str:
+    """What a changed adapter means, where the keys alone do not say it."""
+    if (record.get("adapter_path") is None) != (settings["adapter_path"] is None):
+        return (
+            f": the file evaluated {'the base model' if record.get('adapter_path') is None else 'an adapter'}"
+        )
+    if (
+        record.get("adapter_path") == settings["adapter_path"]
+        and record.get("adapter_sha", settings["adapter_sha"]) != settings["adapter_sha"]
+    ):
+        return (
+            ": the folder holds another adapter than when the file was written (trained further, or replaced)"
+        )
+    return ""
 
 
 def check_same_questions(records: list[dict], rows: list[dict], path: Path, source: str) -> None:
