@@ -205,7 +205,7 @@ def heldout_table(heldout: HeldoutHistory | None) -> str:
     if heldout is None or not heldout.evaluations:
         return "held-out accuracy: not logged (recipe section heldout)"
     lines = [
-        f"held-out accuracy ({heldout.source}):",
+        f"held-out accuracy ({heldout.source}; train reward: the mean logged since the previous evaluation):",
         f"{'step':>7}  {'accuracy':>8}  {'95% interval':>15}  {'unparseable':>11}  {'train reward':>12}",
     ]
     for e in heldout.evaluations:

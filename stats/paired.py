@@ -57,12 +57,14 @@ def t_interval(values: list[Fraction], confidence: float = 0.95) -> tuple[float,
         confidence: Coverage of the interval.
 
     Returns:
-        ``(low, high)``, or None when fewer than two questions or no spread make the interval undefined.
+        ``(low, high)`` clipped to [-1, 1], the range of a difference of accuracies (a handful of questions in a
+        subject can stretch the t interval past +-100 points, which no difference can reach); None when fewer than
+        two questions or no spread make the interval undefined.
     """
     if len(values) < 2 or len(set(values)) == 1:
         return None
     ci = stats.ttest_1samp(np.array(values, dtype=float), 0.0).confidence_interval(confidence)
-    return float(ci.low), float(ci.high)
+    return max(-1.0, float(ci.low)), min(1.0, float(ci.high))
 
 
 def _as_integers(values: list[Fraction]) -> list[int]:

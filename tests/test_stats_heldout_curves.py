@@ -77,8 +77,11 @@ def test_cli_draws_and_prints_the_history_file(capsys, run_dir, tmp_path):
     assert main([str(run_dir), "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = capsys.readouterr().out.splitlines()
-    start = lines.index(f"held-out accuracy ({run_dir / 'heldout' / 'history.json'}):")
-    header = lines[start + 1].split()  # "train reward": the mean since the previous evaluation
+    history = run_dir / "heldout" / "history.json"
+    start = lines.index(
+        f"held-out accuracy ({history}; train reward: the mean logged since the previous evaluation):"
+    )  # not the reward logged at that step, which a reader checking the log would expect
+    header = lines[start + 1].split()
     assert header == ["step", "accuracy", "95%", "interval", "unparseable", "train", "reward"]
     assert [row.split() for row in lines[start + 2 : start + 5]] == [
         ["4", "40.0%", "25.0%-55.0%", "10.0%", "1.325"],
@@ -158,7 +161,9 @@ def test_without_a_history_file_the_logged_metrics_are_used(capsys, tmp_path):
     path.write_text(json.dumps(state))
     assert main([str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    start = lines.index(f"held-out accuracy ({path} (heldout/* metrics)):")
+    start = lines.index(
+        f"held-out accuracy ({path} (heldout/* metrics); train reward: the mean logged since the previous evaluation):"
+    )
     # reward: the mean logged since the previous evaluation (steps 1, 3, 4, 5: step 2 was NaN; then 6-10)
     assert [row.split() for row in lines[start + 2 : start + 4]] == [
         ["5", "25.0%", "10.0%-40.0%", "-", "1.325"],

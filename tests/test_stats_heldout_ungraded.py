@@ -37,7 +37,9 @@ def test_the_table_shows_the_step_as_not_measured(capsys, run_dir):
     assert read_heldout_history(run_dir / "heldout" / "history.json").evaluations[1].accuracy is None
     assert main([str(run_dir), "--out", str(run_dir / "curves.png")]) == 0
     lines = capsys.readouterr().out.splitlines()
-    start = lines.index(f"held-out accuracy ({run_dir / 'heldout' / 'history.json'}):")
+    start = lines.index(
+        f"held-out accuracy ({run_dir / 'heldout' / 'history.json'}; train reward: the mean logged since the previous evaluation):"
+    )
     assert [row.split() for row in lines[start + 2 : start + 5]] == [
         ["4", "40.0%", "30.0%-50.0%", "0.0%", "-"],
         ["8", "n/a", "-", "25.0%", "-"],
@@ -81,7 +83,9 @@ def test_without_a_history_file_a_step_logged_without_accuracy_is_not_measured(c
     path.write_text(json.dumps(state))
     assert main([str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    start = lines.index(f"held-out accuracy ({path} (heldout/* metrics)):")
+    start = lines.index(
+        f"held-out accuracy ({path} (heldout/* metrics); train reward: the mean logged since the previous evaluation):"
+    )
     assert [row.split()[:2] for row in lines[start + 2 : start + 4]] == [["5", "25.0%"], ["10", "n/a"]]
     assert lines[start + 4] == "best 25.0% at step 5"
 

@@ -24,9 +24,12 @@ def test_two_questions_are_enough_for_the_t_test_and_interval():
     result = paired.paired_t(diffs)
     assert (result.statistic, result.p_value) == pytest.approx((3.0, ref.pvalue))
     ci = ref.confidence_interval(0.95)
-    assert paired.t_interval(diffs) == pytest.approx((ci.low, ci.high))
-    # mean 3/4, standard error 1/4, t(1) quantile 12.706: 0.75 -+ 3.1765
-    assert paired.t_interval(diffs) == pytest.approx((0.75 - 3.17655, 0.75 + 3.17655), abs=1e-4)
+    # mean 3/4, standard error 1/4, t(1) quantile 12.706: 0.75 -+ 3.1765, past what a difference can reach
+    assert (ci.low, ci.high) == pytest.approx((0.75 - 3.17655, 0.75 + 3.17655), abs=1e-4)
+    assert paired.t_interval(diffs) == (-1.0, 1.0)
+    five = [F(1)] * 5 + [F(1, 2)]
+    low, high = sps.ttest_1samp([1.0] * 5 + [0.5], 0.0).confidence_interval(0.95)
+    assert high > 1 and paired.t_interval(five) == (pytest.approx(low), 1.0)
     assert paired.t_interval([F(1, 2)]) is None
     assert paired.paired_t([F(1, 2)]).reason == "needs at least 2 questions"
 
