@@ -47,14 +47,10 @@ def check_resumable(records: list[dict], settings: dict, path: Path) -> None:
 
 def _adapter_change(record: dict, settings: dict) -> str:
     """What a changed adapter means, where the keys alone do not say it."""
-    if (record.get("adapter_path") is None) != (settings["adapter_path"] is None):
-        return (
-            f": the file evaluated {'the base model' if record.get('adapter_path') is None else 'an adapter'}"
-        )
-    if (
-        record.get("adapter_path") == settings["adapter_path"]
-        and record.get("adapter_sha", settings["adapter_sha"]) != settings["adapter_sha"]
-    ):
+    path, sha = record.get("adapter_path"), record.get("adapter_sha")
+    if (path is None) != (settings["adapter_path"] is None):
+        return f": the file evaluated {'the base model' if path is None else 'an adapter'}"
+    if path == settings["adapter_path"] and sha not in (None, settings["adapter_sha"]):
         return (
             ": the folder holds another adapter than when the file was written (trained further, or replaced)"
         )
