@@ -63,6 +63,7 @@ from recipes.evaluation.records import (
 from recipes.evaluation.resume import check_resumable, check_same_questions, record_settings
 from recipes.evaluation.summary import summary
 from recipes.evaluation.trained_on import warn_if_other_data
+from recipes.export import merged_base
 from recipes.recipe import load_recipe
 
 logger = logging.getLogger("recipes.evaluate")
@@ -251,8 +252,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def evaluate_and_report(args: argparse.Namespace) -> None:
     """The command line's work: evaluate, then print the summary and the command for the counterpart file."""
+    recipe = load_recipe(args.recipe, args.overrides)
+    merged_from = None if args.adapter else merged_base(recipe.config["model"]["name_or_path"])
     result = evaluate(
-        load_recipe(args.recipe, args.overrides),
+        recipe,
         args.out,
         adapter=args.adapter,
         split=args.split,
@@ -265,7 +268,7 @@ def evaluate_and_report(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
         engine=args.engine,
     )
-    command = counterpart_command(args, result.decoding, result.questions)
+    command = counterpart_command(args, result.decoding, result.questions, merged_from)
     print(summary(result.records, result.questions, result.out, command))
 
 

@@ -24,10 +24,25 @@ from common.logs import log_to_stderr
 from common.wording import questions_by_samples
 
 logger = logging.getLogger("recipes.export")
+# Beside the merged weights: the base and the adapter they came from, so that evaluate.py knows the folder is a
+# trained model and names the base as the other side of the comparison.
+MERGED_FROM = "merged_from.json"
 
 
 class ExportError(UserError):
     """An adapter folder or output path that cannot be exported."""
+
+
+def merged_base(model: str | Path) -> str | None:
+    """The base model a merged export in the folder ``model`` was made from; None for any other model (a Hub id, a
+    downloaded model, an export written before merged_from.json existed)."""
+    path = Path(model) / MERGED_FROM
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["base_model"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ExportError(f"{path}: expected the JSON export.py writes, with a base_model key ({e}).") from e
 
 
 def base_model_section(adapter: Path) -> dict:
@@ -90,6 +105,7 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
     """
     from callbacks.fetch import fetch_checkpoint
     from recipes.atomic import write_folder_atomically
+    from recipes.evaluation.resume import adapter_sha
 
     if "://" in str(out):  # Path would keep it as a local folder named s3:/bucket/...
         raise ExportError(
@@ -123,6 +139,12 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
         load_tokenizer(model_section).save_pretrained(tmp)
         card = merged_card(out.name, source, model_section["name_or_path"], folder)
         (tmp / "README.md").write_text(card, encoding="utf-8")
+        origin = {
+            "base_model": model_section["name_or_path"],
+            "adapter": str(adapter),
+            "adapter_sha": adapter_sha(folder),
+        }
+        (tmp / MERGED_FROM).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
 
     return write_folder_atomically(out, save)
 

@@ -124,6 +124,7 @@ def model_card(recipe, log_history: list[dict], output_dir: str, history: dict |
         "",
         "```python",
         "from peft import AutoPeftModelForCausalLM",
+        "# Where the run wrote this folder: give its new path if it moved, or its Hub id once pushed.",
         f"model = AutoPeftModelForCausalLM.from_pretrained({output_dir!r})",
         "```",
         "",

@@ -1,13 +1,16 @@
 """Plot GRPO training curves from a training output folder's trainer_state.json.
 
     python -m stats.curves OUTPUT_DIR [--out curves.png]
+    python -m stats.curves s3://BUCKET/PREFIX/RUN [--endpoint-url URL] [--out curves.png]
 
 Panels: reward mean with a mean +- std band (TRL logs a per-step reward std, not a min/max), held-out
 accuracy with its 95% interval beside the training reward (best step, alarms and an early stop marked; see
 stats.heldout_history for where it is read), each reward's mean, loss, KL, completion length (mean with the
 min-max band TRL logs) and the share of completions clipped at max_completion_length. Vertical lines mark
 the checkpoint-<step> folders found in OUTPUT_DIR. A metric that was never logged (KL with beta = 0, say)
-leaves its panel saying "not logged". The held-out evaluations are also printed as a table.
+leaves its panel saying "not logged". The held-out evaluations are also printed as a table. A run URI
+(``s3://``, ``file://``; a run prefix, one of its checkpoint-N, or ``/best``) is fetched first: its newest
+complete checkpoint holds the whole log up to its step.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from callbacks.stores import is_remote
 from common.errors import exit_status
 from stats._io import IMAGE_SUFFIXES, check_output_path, save_figure_atomic
 from stats.heldout_curves import draw_heldout
@@ -192,22 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status (2 on bad input, 1 when the image cannot be written)."""
     parser = argparse.ArgumentParser(prog="python -m stats.curves", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "output_dir", help="training output folder (holds checkpoint-*/ or trainer_state.json)"
+        "output_dir",
+        help="training output folder (holds checkpoint-*/ or trainer_state.json), or a run's s3:// or file:// URI",
     )
     parser.add_argument(
         "--out",
-        help="image to write (.png, .pdf, .svg; default OUTPUT_DIR/curves.png, or for a checkpoint-N folder "
-        "curves-checkpoint-N.png beside it)",
+        help="image to write (.png, .pdf, .svg; default OUTPUT_DIR/curves.png, for a checkpoint-N folder "
+        "curves-checkpoint-N.png beside it, for a URI curves-<run>.png in the current folder)",
     )
+    parser.add_argument("--endpoint-url", help="S3-compatible endpoint for an s3:// URI (MinIO, R2)")
     args = parser.parse_args(argv)
-    # The default lands in OUTPUT_DIR, which plot_curves checks itself. Not in a checkpoint: a file there is one its
-    # manifest does not list (a replaced copy is then quarantined, not deleted), and retention deletes it unasked.
-    folder = Path(args.output_dir)
-    out = folder.parent / f"curves-{folder.name}.png" if is_checkpoint(folder) else folder / "curves.png"
     try:
+        folder, out = _source_and_default_out(args.output_dir, args.endpoint_url)
         if args.out:
             out = check_output_path(args.out, "--out", IMAGE_SUFFIXES)
-        summary = plot_curves(args.output_dir, out)
+        summary = plot_curves(folder, out)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -216,6 +219,32 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # exit_status: a reader that stops early (``| head``) ends the command quietly, not in a traceback.
     return exit_status(lambda: _say(summary, out))
+
+
+def _source_and_default_out(location: str, endpoint_url: str | None) -> tuple[Path, Path]:
+    """The local folder to read (a URI's checkpoint fetched into the cache) and where the image goes by default.
+
+    The default lands in OUTPUT_DIR, which plot_curves checks itself. Not in a checkpoint: a file there is one its
+    manifest does not list (a replaced copy is then quarantined, not deleted), and retention deletes it unasked.
+    Nor in a fetched copy in the cache: the current folder then, named after the run.
+    """
+    if not is_remote(location):
+        if endpoint_url:
+            raise InputError(f"--endpoint-url is for an s3:// URI; {location} is a local folder.")
+        folder = Path(location)
+        return folder, folder.parent / f"curves-{folder.name}.png" if is_checkpoint(
+            folder
+        ) else folder / "curves.png"
+    from callbacks.errors import CheckpointError
+    from callbacks.fetch import fetch_checkpoint  # the store code, for a URI only (not the TrainerCallback)
+
+    try:
+        folder = fetch_checkpoint(location, endpoint_url=endpoint_url)
+    except CheckpointError as err:
+        raise InputError(str(err)) from err
+    run = [part for part in location.rstrip("/").split("/") if part and not is_checkpoint(Path(part))]
+    name = run[-1] if run[-1] != "best" else f"{run[-2]}-best"
+    return folder, check_output_path(f"curves-{name}.png", "the default output", IMAGE_SUFFIXES)
 
 
 def _say(summary: dict, out: Path) -> None:

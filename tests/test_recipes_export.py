@@ -123,3 +123,46 @@ def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tm
     assert "Held-out" not in merged_card(
         "merged", "`run`", "builtin:tiny-llama", tmp_path
     )  # no history: no line
+
+
+def test_evaluating_a_merged_export_names_its_base_as_the_other_side(adapter, tmp_path, capsys):
+    """Before, a merged export evaluated without --adapter was taken for a base model: the suggested command added
+    --adapter ADAPTER to the merged model itself, and stats.compare put the merged file first, as the baseline."""
+    import json
+    import shlex
+
+    from recipes.evaluate import main as evaluate
+
+    merged = export(adapter, tmp_path / "merged")
+    origin = json.loads((merged / "merged_from.json").read_text())
+    base = resolve_builtin("builtin:tiny-llama")
+    assert (
+        origin["base_model"] == base
+        and origin["adapter"] == str(adapter)
+        and len(origin["adapter_sha"]) == 16
+    )
+    out = tmp_path / "merged.jsonl"
+    argv = [
+        "gsm8k_tiny",
+        f"model.name_or_path={merged}",
+        "--out",
+        out,
+        "--questions",
+        "2",
+        "--max-new-tokens",
+        "4",
+    ]
+    assert evaluate([str(a) for a in argv]) == 0
+    commands = [
+        shlex.split(line) for line in capsys.readouterr().out.splitlines() if line.startswith("  python")
+    ]
+    other, compare = commands
+    assert f"model.name_or_path={base}" in other and f"model.name_or_path={merged}" not in other
+    assert "--adapter" not in other and other[other.index("--out") + 1] == str(tmp_path / "merged-base.jsonl")
+    assert compare[-2:] == [str(tmp_path / "merged-base.jsonl"), str(out)]  # the base is the baseline
+    (merged / "merged_from.json").write_text("{}")
+    assert evaluate([str(a) for a in argv]) == 2
+    assert (
+        "merged_from.json: expected the JSON export.py writes, with a base_model key"
+        in capsys.readouterr().err
+    )

@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from _callbacks_helpers import make_checkpoint
 from _stats_helpers import run_cli, write_trainer_state
 
+from callbacks.publish import RunInfo, publish_staged, stage_checkpoint
+from callbacks.stores import FolderStore
 from stats.curves import draw_curves, main
 from stats.records import InputError
 from stats.trainer_state import checkpoint_steps, load_trainer_state, metric_series, reward_names
@@ -108,6 +111,29 @@ def test_a_checkpoints_curves_go_beside_it_not_into_it(capsys, run_dir):
     assert sorted(p.name for p in (run_dir / "checkpoint-10").iterdir()) == before
     assert (run_dir / "curves-checkpoint-10.png").is_file()
     assert f"wrote {run_dir / 'curves-checkpoint-10.png'}" in capsys.readouterr().out
+
+
+def test_a_run_uri_is_fetched_and_its_curves_land_in_the_current_folder(capsys, tmp_path, monkeypatch):
+    """Before, a run URI was "not a folder": notebook 4 fetched the checkpoint first, the command line could not."""
+    monkeypatch.setenv("GRPO_RECIPES_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    store = FolderStore(tmp_path / "drive" / "llama")
+    for step in (3, 6):
+        folder = make_checkpoint(tmp_path / "src", step)
+        write_trainer_state(folder / "trainer_state.json", list(range(1, step + 1)))
+        publish_staged(
+            store, stage_checkpoint(folder, tmp_path / "staging", "r: 1\n"), step, RunInfo("t", "", "r1")
+        )
+    assert main([f"file://{tmp_path}/drive/llama"]) == 0
+    text = capsys.readouterr().out
+    assert "checkpoint-6/trainer_state.json (7 log entries)" in text and str(tmp_path / "cache") in text
+    assert "wrote curves-llama.png" in text and (tmp_path / "curves-llama.png").read_bytes()[:4] == b"\x89PNG"
+    assert main([f"file://{tmp_path}/drive/llama/checkpoint-3", "--out", "c3.png"]) == 0
+    assert "checkpoint-3/trainer_state.json (4 log entries)" in capsys.readouterr().out
+    assert main([f"file://{tmp_path}/drive/llama/checkpoint-9"]) == 2
+    assert "no complete checkpoint there" in capsys.readouterr().err
+    assert main([str(tmp_path / "src"), "--endpoint-url", "http://127.0.0.1:9"]) == 2
+    assert "--endpoint-url is for an s3:// URI" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
