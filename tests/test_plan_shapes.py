@@ -141,6 +141,17 @@ def test_targets_that_match_nothing_list_the_module_names():
     assert len(lora_targets(shape, ["q_proj", "embed_tokens"])) == shape.layers  # peft adapts embeddings too
 
 
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_the_shipped_view_reads_as_the_config_class_does(name):
+    """--plan reads the shipped JSON without transformers' config classes: every value the planner and the start
+    checks read must be the one the class gives, its defaults for keys the JSON leaves out included."""
+    view, config = load_model_config({"name_or_path": name}), config_for(name)
+    assert not isinstance(view, type(config)) and shape_of(view) == shape_of(config)
+    for key in ("model_type", "name_or_path", "max_position_embeddings", "vocab_size"):
+        assert getattr(view, key) == getattr(config, key), key
+    assert str(view.dtype) == str(config.dtype).removeprefix("torch.")
+
+
 def test_shipped_names_resolve_offline(monkeypatch):
     def no_network(section):
         raise AssertionError(f"tried to load {section['name_or_path']}")

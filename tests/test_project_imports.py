@@ -21,6 +21,7 @@ def test_packages_come_from_this_repository(name):
         ["recipes/run.py", "--help"],
         ["recipes/run.py", "--list"],
         ["recipes/run.py", "arith_tiny", "--print"],
+        ["recipes/run.py", "gsm8k_llama", "--plan"],
         ["recipes/evaluate.py", "--help"],
         ["benchmarks/grpo_step.py", "--help"],
         ["-m", "rewards", "--help"],
@@ -48,5 +49,9 @@ def test_help_list_and_print_answer_without_importing_torch_or_transformers(comm
     result = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=120,
                             check=False)  # fmt: skip
     assert "HEAVY [] CODE 0" in result.stderr, result.stderr[-2000:]
-    shown = {"--list": "arith_tiny", "--print": "name_or_path: builtin:tiny-arith"}
+    shown = {
+        "--list": "arith_tiny",
+        "--print": "name_or_path: builtin:tiny-arith",
+        "--plan": "Memory plan for",
+    }
     assert shown.get(command[-1], "usage:") in result.stdout
