@@ -8,13 +8,17 @@ Used by ``recipes/run.py``; not a command of its own.
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import torch
+from torch.optim.lr_scheduler import LambdaLR
 from trl import GRPOTrainer
 
 from common.errors import UserError
 from recipes.compiled_generation import compile_generation
 from recipes.merged_lora import merged_lora
+
+logger = logging.getLogger("recipes.run")
 
 
 class RecipeGRPOTrainer(GRPOTrainer):
@@ -51,6 +55,43 @@ class RecipeGRPOTrainer(GRPOTrainer):
         # the recipe's: a continued run may change both (recipes/rerun.py, MAY_CHANGE).
         self.state.compute_steps(self.args, max_steps)
         return resumed
+
+    def _load_optimizer_and_scheduler(self, checkpoint):
+        # A checkpoint's optimizer and scheduler states carry its run's learning rate (the scheduler's base_lrs) and
+        # hyperparameters (weight decay, betas, eps in each param group): loaded as they are, a run branched from it
+        # with a lower learning rate (recipes/rerun.py) trains on with the old one while recipe.yaml records the new.
+        # The moments and the step count are the checkpoint's; the settings are this launch's.
+        scheduler = getattr(self.lr_scheduler, "scheduler", self.lr_scheduler)  # accelerate's wrapper, or not
+        launch_lrs = list(getattr(scheduler, "base_lrs", []))
+        launch_groups = [
+            {k: v for k, v in g.items() if k not in ("params", "lr")} for g in self.optimizer.param_groups
+        ]
+        super()._load_optimizer_and_scheduler(checkpoint)
+        if checkpoint is None or not launch_lrs:
+            return
+        saved_lrs = list(scheduler.base_lrs)
+        for group, settings in zip(self.optimizer.param_groups, launch_groups, strict=True):
+            group.update(settings)
+        scheduler.base_lrs = launch_lrs
+        if launch_lrs != saved_lrs:  # this step's rate under this launch's schedule
+            for index, (group, lr) in enumerate(zip(self.optimizer.param_groups, launch_lrs, strict=True)):
+                if isinstance(scheduler, LambdaLR):
+                    group["lr"] = lr * scheduler.lr_lambdas[index](scheduler.last_epoch)
+                else:  # the other schedules scale with their base rate too
+                    group["lr"] *= lr / saved_lrs[index]
+            # What the Trainer logs as this step's learning_rate (get_last_lr), restored with the old rate.
+            scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            logger.info(
+                "Learning rate from this launch: %g (%s was trained with %g); its schedule goes on from step %d.",
+                launch_lrs[0], checkpoint, saved_lrs[0], scheduler.last_epoch,
+            )  # fmt: skip
+        # DeepSpeed's engine loads its checkpoint before this method: what was captured above is already the saved rate.
+        if launch_lrs[0] != self.args.learning_rate:
+            raise UserError(
+                f"The optimizer resumed from {checkpoint} runs at learning rate {launch_lrs[0]:g}, not this launch's "
+                f"trainer.learning_rate {self.args.learning_rate:g}: this launcher restores the checkpoint's "
+                "settings. Branch with the learning rate the checkpoint was trained with, or start a new run."
+            )
 
     def _generate_single_turn(self, *args, **kwargs):
         merge = self.merged_generation and not (self.use_vllm or self.use_transformers_continuous_batching)

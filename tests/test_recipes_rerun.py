@@ -92,8 +92,15 @@ def test_an_explicit_resume_with_a_changed_recipe_branches_a_new_run_and_says_wh
     assert f"checkpoint.resume={checkpoint} was made with a different recipe (" in result.stderr
     assert f"trainer.learning_rate: {made['trainer']['learning_rate']!r} -> 0.5" in result.stderr
     assert "this run branches from it with this launch's settings" in result.stderr
-    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4  # from step 2 to ARGS' 4
+    state = json.loads((out / "trainer_state.json").read_text())
+    assert state["global_step"] == 4  # from step 2 to ARGS' 4
     assert yaml.safe_load((out / "recipe.yaml").read_text())["trainer"]["learning_rate"] == 0.5
+    # Trained at 0.5 too: the checkpoint's scheduler state kept the old rate, the weights matched an unbranched run.
+    rates = {e["step"]: e["learning_rate"] for e in state["log_history"] if "learning_rate" in e}
+    assert rates == {1: made["trainer"]["learning_rate"], 2: made["trainer"]["learning_rate"], 3: 0.5, 4: 0.5}
+    assert f"Learning rate from this launch: 0.5 ({checkpoint} was trained with 0.001)" in result.stderr
+    weights = "checkpoint-4/adapter_model.safetensors"
+    assert (out / weights).read_bytes() != (finished / weights).read_bytes()
     assert snapshot(finished) == before
 
 
