@@ -23,15 +23,14 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from callbacks.stores import is_remote
 from common.errors import exit_status
 from stats._io import IMAGE_SUFFIXES, check_output_path, save_figure_atomic
 from stats.heldout_curves import draw_heldout
 from stats.heldout_history import HeldoutHistory, heldout_table, load_heldout
 from stats.records import InputError
+from stats.run_source import run_source
 from stats.trainer_state import (
     checkpoint_steps,
-    is_checkpoint,
     load_trainer_state,
     metric_series,
     reward_names,
@@ -157,12 +156,20 @@ def draw_curves(
     return fig, missing
 
 
-def plot_curves(output_dir: str | Path, out: str | Path) -> dict:
+def plot_curves(
+    output_dir: str | Path,
+    out: str | Path,
+    *,
+    label: str | None = None,
+    checkpoints: tuple[int, ...] | None = None,
+) -> dict:
     """Draw the training curves of one run and write the image atomically.
 
     Args:
         output_dir: The training output folder.
         out: Output image path (.png, .pdf or .svg).
+        label: How to name the run in the title and ``source`` (a run URI fetched into ``output_dir``).
+        checkpoints: The steps to mark (a store's checkpoints); default: the checkpoint-N folders in ``output_dir``.
 
     Returns:
         A summary: ``source`` (the trainer_state.json read), ``entries`` (log_history length),
@@ -179,7 +186,9 @@ def plot_curves(output_dir: str | Path, out: str | Path) -> dict:
         raise InputError(
             f"{source}: log_history has no logged step yet (is logging_steps larger than the run?)."
         )
-    checkpoints = checkpoint_steps(output_dir)
+    checkpoints = list(checkpoint_steps(output_dir) if checkpoints is None else checkpoints)
+    if label:  # the URI, and the file of the fetched checkpoint that was read
+        source = f"{label}: {source.relative_to(Path(output_dir).parent)}"
     heldout = load_heldout(output_dir, history, str(source))
     fig, missing = draw_curves(history, checkpoints, f"Training curves: {source}", heldout)
     save_figure_atomic(fig, out)
@@ -202,15 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out",
         help="image to write (.png, .pdf, .svg; default OUTPUT_DIR/curves.png, for a checkpoint-N folder "
-        "curves-checkpoint-N.png beside it, for a URI curves-<run>.png in the current folder)",
+        "curves-checkpoint-N.png beside it, for a URI curves-<run>[-checkpoint-N|-best].png in the current folder)",
     )
     parser.add_argument("--endpoint-url", help="S3-compatible endpoint for an s3:// URI (MinIO, R2)")
     args = parser.parse_args(argv)
+    out = args.out
     try:
-        folder, out = _source_and_default_out(args.output_dir, args.endpoint_url)
-        if args.out:
-            out = check_output_path(args.out, "--out", IMAGE_SUFFIXES)
-        summary = plot_curves(folder, out)
+        source = run_source(args.output_dir, args.endpoint_url)
+        out = check_output_path(args.out, "--out", IMAGE_SUFFIXES) if args.out else source.default_out
+        summary = plot_curves(source.folder, out, label=source.label, checkpoints=source.checkpoints)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -219,32 +228,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # exit_status: a reader that stops early (``| head``) ends the command quietly, not in a traceback.
     return exit_status(lambda: _say(summary, out))
-
-
-def _source_and_default_out(location: str, endpoint_url: str | None) -> tuple[Path, Path]:
-    """The local folder to read (a URI's checkpoint fetched into the cache) and where the image goes by default.
-
-    The default lands in OUTPUT_DIR, which plot_curves checks itself. Not in a checkpoint: a file there is one its
-    manifest does not list (a replaced copy is then quarantined, not deleted), and retention deletes it unasked.
-    Nor in a fetched copy in the cache: the current folder then, named after the run.
-    """
-    if not is_remote(location):
-        if endpoint_url:
-            raise InputError(f"--endpoint-url is for an s3:// URI; {location} is a local folder.")
-        folder = Path(location)
-        return folder, folder.parent / f"curves-{folder.name}.png" if is_checkpoint(
-            folder
-        ) else folder / "curves.png"
-    from callbacks.errors import CheckpointError
-    from callbacks.fetch import fetch_checkpoint  # the store code, for a URI only (not the TrainerCallback)
-
-    try:
-        folder = fetch_checkpoint(location, endpoint_url=endpoint_url)
-    except CheckpointError as err:
-        raise InputError(str(err)) from err
-    run = [part for part in location.rstrip("/").split("/") if part and not is_checkpoint(Path(part))]
-    name = run[-1] if run[-1] != "best" else f"{run[-2]}-best"
-    return folder, check_output_path(f"curves-{name}.png", "the default output", IMAGE_SUFFIXES)
 
 
 def _say(summary: dict, out: Path) -> None:

@@ -124,12 +124,20 @@ def test_a_run_uri_is_fetched_and_its_curves_land_in_the_current_folder(capsys, 
         publish_staged(
             store, stage_checkpoint(folder, tmp_path / "staging", "r: 1\n"), step, RunInfo("t", "", "r1")
         )
-    assert main([f"file://{tmp_path}/drive/llama"]) == 0
+    run = f"file://{tmp_path}/drive/llama"
+    assert main([run]) == 0
     text = capsys.readouterr().out
-    assert "checkpoint-6/trainer_state.json (7 log entries)" in text and str(tmp_path / "cache") in text
+    # The URI is named, not the cache folder; the marks are the store's checkpoints.
+    assert f"read {run}: checkpoint-6/trainer_state.json (7 log entries); checkpoints at steps: 3, 6" in text
     assert "wrote curves-llama.png" in text and (tmp_path / "curves-llama.png").read_bytes()[:4] == b"\x89PNG"
-    assert main([f"file://{tmp_path}/drive/llama/checkpoint-3", "--out", "c3.png"]) == 0
-    assert "checkpoint-3/trainer_state.json (4 log entries)" in capsys.readouterr().out
+    whole = (tmp_path / "curves-llama.png").read_bytes()
+    assert main([f"{run}/checkpoint-3"]) == 0  # beside the whole run's image, not over it
+    text = capsys.readouterr().out
+    assert "checkpoint-3/trainer_state.json (4 log entries); checkpoints at steps: 3\n" in text
+    assert (
+        "wrote curves-llama-checkpoint-3.png" in text
+        and (tmp_path / "curves-llama.png").read_bytes() == whole
+    )
     assert main([f"file://{tmp_path}/drive/llama/checkpoint-9"]) == 2
     assert "no complete checkpoint there" in capsys.readouterr().err
     assert main([str(tmp_path / "src"), "--endpoint-url", "http://127.0.0.1:9"]) == 2
