@@ -32,7 +32,7 @@ from callbacks.publish import RunInfo
 from callbacks.resume import Resolver
 from callbacks.seal import SealCallback, partial_state
 from callbacks.settings import CheckpointSettings
-from callbacks.stores import open_store
+from callbacks.stores import open_store, run_prefix_problem
 from callbacks.sync_callback import CheckpointSyncCallback
 from common.processes import broadcast_from_main
 
@@ -135,6 +135,8 @@ def prepare_checkpointing(
     store, outcome, lock, lease = None, None, None, None
     if is_main:
         try:
+            if uri and (problem := run_prefix_problem(uri)):
+                raise CheckpointError(problem)
             store = open_store(uri, endpoint_url) if uri else None
             if store:
                 store.preflight()

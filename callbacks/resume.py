@@ -85,8 +85,18 @@ class Resolver:
         self._refuse_or_clear(foreign, f"run id {self.run.run_id!r}")
         marker = read_marker(self.output_dir)
         if marker not in (None, self.run.run_id) and self.local:
+            synced = read_marker(self.output_dir, "uri")
             self._refuse_or_clear(
-                self.local, f"run id {self.run.run_id!r} (output_dir belongs to run {marker!r})"
+                self.local,
+                f"run id {self.run.run_id!r} (output_dir belongs to run {marker!r})",
+                # Not "use resume=latest": latest chose the store's run, and the folder holds another.
+                fix=(
+                    f"They are two runs. To continue run {marker}, set checkpoint.uri to the store it synced to"
+                    f"{f' ({synced})' if synced else ' (none: checkpoint.uri=null)'}; to continue run "
+                    f"{self.run.run_id} (the store's), choose another trainer.output_dir"
+                    if resume == "latest" and self.store
+                    else None
+                ),
             )
         if resume == "latest":
             chosen = self._latest()
@@ -98,9 +108,10 @@ class Resolver:
         write_marker(self.output_dir, self.run.run_id, self.store.uri if self.store else None)
         return chosen, self.run.run_id
 
-    def _refuse_or_clear(self, taken: list, why: str) -> None:
+    def _refuse_or_clear(self, taken: list, why: str, fix: str | None = None) -> None:
         """Refuse to write over another run's checkpoints unless ``overwrite: true``, which clears them: from the
-        store only what the project wrote is deleted; a local folder goes through ``set_aside``."""
+        store only what the project wrote is deleted; a local folder goes through ``set_aside``. ``fix``: how to
+        continue the run those checkpoints belong to, when it is not ``resume=latest``."""
         if not taken:
             return
         runs = {c.run_id for c in taken if isinstance(c, RemoteCheckpoint)}
@@ -117,9 +128,10 @@ class Resolver:
             listed = _names(taken)
         where = f"{places} already {have} checkpoints of run {', '.join(runs)} ({listed})"
         if not self.overwrite:
+            fix = fix or "To continue that run, use checkpoint.resume=latest (and no other run_id)"
             raise CheckpointError(
                 f"{why}, but {where}. "
-                "To continue that run, use checkpoint.resume=latest (and no other run_id); to clear them (deleted; "
+                f"{fix}; to clear them (deleted; "
                 f"a local folder holding files its manifest does not list is moved to {SYNC_DIR}/{QUARANTINE}/) and "
                 f"{'go on from there' if why.startswith('resuming at') else 'start over'}, set "
                 "checkpoint.overwrite=true; or choose another checkpoint.uri or trainer.output_dir."

@@ -257,6 +257,20 @@ def uri_problem(uri: str, endpoint_url: str | None = None) -> str | None:
     return None
 
 
+def run_prefix_problem(uri: str) -> str | None:
+    """Why ``checkpoint.uri`` cannot take a run's checkpoints: it names one of another run's checkpoint-N folders or
+    its ``best`` pointer (where a resume or fetch URI may point), which would nest this run inside that one."""
+    name = urlparse(uri).path.rstrip("/").rsplit("/", 1)[-1]
+    if not re.fullmatch(r"checkpoint-\d+|best", name):
+        return None
+    run = uri.rstrip("/")[: -len(name) - 1]
+    return (
+        f"checkpoint.uri {uri!r} names a checkpoint ({name}) of the run at {run}, not a folder for a run's "
+        f"checkpoints. To train on from it, set checkpoint.resume={uri} and give checkpoint.uri a new folder "
+        f"(e.g. {run}-2); to continue that run, checkpoint.uri={run}."
+    )
+
+
 def open_store(uri: str, endpoint_url: str | None = None) -> Store:
     """The store for ``checkpoint.uri``: ``s3://bucket/prefix``, ``file:///folder`` or a plain folder path.
 

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 from callbacks.best import best_run, names_best_pointer
 from callbacks.explicit import missing_resume
 from callbacks.remote import source_uri
-from callbacks.stores import is_remote, open_store, uri_problem
+from callbacks.stores import is_remote, open_store, run_prefix_problem, uri_problem
 from recipes.checks import unknown_trackers
 from recipes.recipe import Recipe, RecipeError
 
@@ -35,7 +35,11 @@ def offline_refusals(checkpoint: dict) -> list[str]:
     if uri:
         # Opening a folder store only names it; opening an S3 one would make a client, for the network.
         folder = urlparse(uri).scheme != "s3"
-        refusals.append(uri_problem(uri, endpoint) or (open_store(uri).unusable() if folder else None))
+        refusals.append(
+            uri_problem(uri, endpoint)
+            or run_prefix_problem(uri)
+            or (open_store(uri).unusable() if folder else None)
+        )
     if resume not in ("latest", "never") and is_remote(resume):
         # The store it is in (callbacks/explicit.py): a best pointer's run, a checkpoint-N's run, or the run.
         base = best_run(resume) if names_best_pointer(resume) else source_uri(resume)[0]

@@ -85,7 +85,8 @@ class RecipeGRPOTrainer(GRPOTrainer):
                 "Learning rate from this launch: %g (%s was trained with %g); its schedule goes on from step %d.",
                 launch_lrs[0], checkpoint, saved_lrs[0], scheduler.last_epoch,
             )  # fmt: skip
-        # DeepSpeed's engine loads its checkpoint before this method: what was captured above is already the saved rate.
+        # DeepSpeed's engine loads the optimizer before this method (ZeRO-2 here, its scheduler not): should a launch
+        # restore the scheduler there too, the rate captured above would be the saved one. Refused, not trained at.
         if launch_lrs[0] != self.args.learning_rate:
             raise UserError(
                 f"The optimizer resumed from {checkpoint} runs at learning rate {launch_lrs[0]:g}, not this launch's "

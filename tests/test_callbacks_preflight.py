@@ -264,3 +264,23 @@ def test_a_store_that_returns_other_bytes_than_it_was_given_fails_the_preflight(
     with pytest.raises(CheckpointError, match="did not return what was written to it"):
         folder.preflight()
     assert os.listdir(folder.root) == []  # the probe is gone all the same
+
+
+@pytest.mark.parametrize("name", ["checkpoint-16", "best"])
+def test_a_checkpoint_uri_naming_another_runs_checkpoint_is_refused_before_any_write(tmp_path, name):
+    """checkpoint.uri=.../k3/checkpoint-16 started a new run nested inside that checkpoint, without a word."""
+    from recipes.start_checks import offline_refusals
+
+    uri = f"file://{tmp_path}/drive/k3/{name}"
+    expected = (
+        f"checkpoint.uri '{uri}' names a checkpoint ({name}) of the run at file://{tmp_path}/drive/k3, not a folder "
+        f"for a run's checkpoints. To train on from it, set checkpoint.resume={uri} and give checkpoint.uri a new "
+        f"folder (e.g. file://{tmp_path}/drive/k3-2); to continue that run, checkpoint.uri=file://{tmp_path}/drive/k3."
+    )
+    with pytest.raises(CheckpointError) as raised:
+        prepare_checkpointing(output_dir=str(tmp_path / "out"), recipe_name="tiny", recipe_yaml="", uri=uri)
+    assert str(raised.value) == expected
+    assert not (tmp_path / "out").exists() and not (tmp_path / "drive").exists()
+    settings = {"uri": uri, "resume": "latest", "endpoint_url": None}
+    assert offline_refusals(settings) == [expected]  # run.py --print and --plan say it too
+    assert offline_refusals({**settings, "uri": f"file://{tmp_path}/drive/k3"}) == []

@@ -139,8 +139,13 @@ def test_output_dir_of_another_run_is_refused(s3_target, tmp_path):
     with pytest.raises(
         CheckpointError,
         match=r"output_dir belongs to run 'r0'\), but output_dir \S+ already has checkpoints of run r0 "
-        r"\(checkpoint-6\)",
+        r"\(checkpoint-6\)\. They are two runs\. To continue run r0, set checkpoint.uri to the store it synced to "
+        r"\(none: checkpoint.uri=null\); to continue run r1 \(the store's\), choose another trainer.output_dir;",
     ):
+        prepare(out, uri, endpoint)  # before, it advised checkpoint.resume=latest: what this launch used
+    write_marker(out, "r0", "s3://elsewhere/r0")
+    with pytest.raises(CheckpointError, match=r"To continue run r0, set checkpoint.uri to the store it synced to "
+                       r"\(s3://elsewhere/r0\);"):  # fmt: skip
         prepare(out, uri, endpoint)
 
 
