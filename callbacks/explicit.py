@@ -110,5 +110,5 @@ def _download_first(
         except CorruptCheckpoint as e:
             if len(candidates) == 1:
                 raise
-            logger.warning("Skipping %s", e)
+            logger.warning("Skipping it: %s", e)
     raise CheckpointError(f"Cannot resume from {resume}: no complete checkpoint there")

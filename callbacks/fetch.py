@@ -72,7 +72,7 @@ def fetch_checkpoint(
     path = Path(path_or_uri).expanduser()
     if not path.is_dir():
         raise CheckpointError(
-            f"{path} is not a folder (expected a checkpoint or run folder, or an s3:// URI).{saved_beside(path)}"
+            f"{path} is not a folder (expected a checkpoint or run folder, or an s3:// or file:// URI).{saved_beside(path)}"
         )
     if (path / "adapter_config.json").is_file() or checkpoint_step(path.name) is not None:
         problems = adapter_problems(path)
@@ -150,5 +150,5 @@ def _fetch_remote(uri: str, endpoint_url: str | None, dest: Path | None) -> Path
         except CorruptCheckpoint as e:
             if wanted is not None:
                 raise
-            logger.warning("Skipping %s", e)
+            logger.warning("Skipping it: %s", e)
     raise CheckpointError(none_complete("fetch", uri, store, found, wanted))

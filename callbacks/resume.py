@@ -160,7 +160,7 @@ class Resolver:
             try:
                 folder = download_checkpoint(self.store, c, self.output_dir / c.name)
             except CorruptCheckpoint as e:
-                logger.warning("Skipping %s", e)
+                logger.warning("Skipping it: %s", e)
                 c.problems.append(str(e))  # committed but corrupt: moved aside below, not deleted
                 continue
             skipped = [lc.folder.name for lc in self.local if lc.problems and lc.step >= c.step]

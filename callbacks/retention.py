@@ -8,6 +8,7 @@ from collections.abc import Collection
 from callbacks.manifest import MANIFEST_NAME
 from callbacks.remote import RemoteCheckpoint, quarantine_checkpoint, scan_remote, written_by_us
 from callbacks.stores import Store
+from common.wording import counted
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +29,9 @@ def delete_checkpoint(store: Store, ckpt: RemoteCheckpoint) -> tuple[list[str], 
         return ours, None
     aside = quarantine_checkpoint(store, RemoteCheckpoint(ckpt.name, ckpt.step, foreign))
     logger.warning(
-        "%s holds %d files this project did not write (%s): moved them aside to %s, not deleted",
-        store.child_uri(ckpt.name), len(foreign), ", ".join(sorted(foreign)[:5]), store.child_uri(aside),
+        "%s holds %s that no manifest or upload marker shows this project wrote (%s): moved aside to %s, not "
+        "deleted",
+        store.child_uri(ckpt.name), counted(len(foreign), "file"), ", ".join(sorted(foreign)[:5]), store.child_uri(aside),
     )  # fmt: skip
     return ours, aside
 

@@ -97,7 +97,7 @@ def test_an_adapter_checkpoint_that_is_not_there_names_those_beside_it(tmp_path)
     with pytest.raises(CheckpointError) as raised:
         fetch_checkpoint(str(run / "checkpoint-9"))
     assert str(raised.value) == (
-        f"{run / 'checkpoint-9'} is not a folder (expected a checkpoint or run folder, or an s3:// URI). "
+        f"{run / 'checkpoint-9'} is not a folder (expected a checkpoint or run folder, or an s3:// or file:// URI). "
         f"{run} holds checkpoint-4: name one of those, or {run} itself (its newest complete one)."
     )
 

@@ -63,7 +63,8 @@ def test_files_the_project_did_not_write_are_moved_aside_never_deleted(target, t
     aside = {k.split("/", 2)[2]: store.read_bytes(k) for k in store.list("quarantine")}
     assert aside == {"thesis.tex": b"my thesis", "notes.txt": b"my notes"}  # the rest of checkpoint-3 deleted
     assert (
-        "checkpoint-1 holds 1 files this project did not write (thesis.tex): moved them aside" in caplog.text
+        "checkpoint-1 holds 1 file that no manifest or upload marker shows this project wrote (thesis.tex): moved "
+        "aside" in caplog.text
     )
     assert f"Deleted {store.child_uri('checkpoint-1')}" not in caplog.text
     assert f"Deleted {store.child_uri('checkpoint-3')} (an incomplete upload, never resumable)" in caplog.text
@@ -83,7 +84,7 @@ def test_retention_and_recommits_delete_only_what_the_project_wrote(target, tmp_
     assert [c.name for c in scan_remote(store)] == ["checkpoint-4"]
     aside = {k.split("/", 2)[2]: store.read_bytes(k) for k in store.list("quarantine")}
     assert aside == {"results.csv": b"mine", "thesis.tex": b"my thesis"}
-    assert "did not write (results.csv): moved them aside" in caplog.text
+    assert "shows this project wrote (results.csv): moved aside" in caplog.text
 
 
 def test_a_truncated_object_is_uploaded_again_from_the_good_local_copy(target, tmp_path, caplog):
