@@ -34,7 +34,7 @@ class RunInfo:
     """What every manifest of a run records, and the run's remote retention."""
 
     recipe_name: str
-    recipe_yaml: str
+    recipe_yaml: str | None  # None: a checkpoint's own recipe.yaml only (one this launch did not train)
     run_id: str
     keep_last: int | None = None
 

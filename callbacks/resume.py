@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from callbacks.download import CorruptCheckpoint, clear_download_leftovers, download_checkpoint
@@ -102,6 +103,7 @@ class Resolver:
             chosen = self._latest()
         elif resume != "never":  # downloaded only now: a refused launch leaves the output folder as it was
             chosen = fetch()
+            self._commit_start(chosen)
         self._clear_newer(
             checkpoint_step(chosen.name) if chosen else 0, rewind=resume not in ("latest", "never")
         )
@@ -192,6 +194,20 @@ class Resolver:
         if self.store and (same is None or same.problems):
             publish_local(self.store, best_local.folder, self.output_dir / SYNC_DIR / "staging", self.run)
         return best_local.folder
+
+    def _commit_start(self, folder: Path) -> None:
+        """An explicit checkpoint of another store is committed to this run's store before training, as it is (its
+        own recipe.yaml and held-out result). The store then holds the whole branch: its best pointer can name the
+        start while the branch has not beaten it (it named a worse checkpoint than the run's log), and a new
+        machine resumes from this store alone."""
+        step = checkpoint_step(folder.name)
+        if not self.store or step is None or any(c.step == step and not c.problems for c in self.remote):
+            return
+        logger.info("Committing %s, the checkpoint this run starts from, to %s", folder, self.store.uri)
+        # recipe_yaml None: the checkpoint keeps the recipe it was trained with, never this launch's.
+        publish_local(
+            self.store, folder, self.output_dir / SYNC_DIR / "staging", replace(self.run, recipe_yaml=None)
+        )
 
     def _damaged_in_store(self, same: RemoteCheckpoint, local: Path) -> bool:
         """Whether the store's copy of the step resumed from ``local`` holds bytes its manifest does not describe,

@@ -170,6 +170,26 @@ def test_explicit_uri_resumes_that_checkpoint_and_rewinding_needs_overwrite(s3_t
         prepare(tmp_path / "x", None, endpoint, resume=f"{uri}/checkpoint-9")
 
 
+def test_a_branch_commits_its_start_to_its_own_store_so_its_best_pointer_can_name_it(s3_target, tmp_path):
+    """The branch's store held only its own checkpoints: its best pointer named a worse one than the run's log (the
+    start, never beaten, was not there), and a lost branch machine had nothing of the start to resume."""
+    from _callbacks_helpers import publish_rated
+
+    from callbacks.best import read_best_pointer
+
+    uri, endpoint, store = s3_target
+    publish_rated(store, tmp_path, 2, 0.4, run=RunInfo("tiny", "lr: 1\n", "r1"))
+    fork = uri.replace("/run", "/fork")
+    prepare(tmp_path / "fork", fork, endpoint, resume=f"{uri}/checkpoint-2")
+    fork_store = S3Store(store.bucket, "fork", endpoint_url=endpoint)
+    (committed,) = scan_remote(fork_store)
+    source = next(c for c in scan_remote(store) if c.name == "checkpoint-2")
+    assert committed.name == "checkpoint-2" and committed.run_id == "r1" and not committed.problems
+    assert committed.manifest["files"] == source.manifest["files"]  # the same bytes: its recipe.yaml too
+    assert fork_store.read_bytes("checkpoint-2/recipe.yaml") == b"lr: 1\n"
+    assert read_best_pointer(fork_store)["checkpoint"] == "checkpoint-2"
+
+
 def seal(folder, step, run_id="r1"):
     seal_checkpoint(folder, step=step, recipe_name="tiny", run_id=run_id, world_size=1)
     return folder
