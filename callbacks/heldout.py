@@ -26,7 +26,7 @@ from pathlib import Path
 from transformers import Trainer, TrainerCallback
 
 from callbacks.alarms import AlarmSettings, check_alarms
-from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until
+from callbacks.heldout_history import HISTORY_NAME, empty_history, history_until, restore_records
 from callbacks.plateau import plateaued
 from common.ranking import accuracy_text, best_text
 from common.wording import questions_by_samples
@@ -140,17 +140,8 @@ class HeldoutCallback(TrainerCallback):
         )  # fmt: skip
 
     def _restore_records(self, state) -> None:
-        """Put back the resumed history's records from its checkpoint: a run resumed from the store on another
-        machine (a new Colab runtime) has no ``heldout/step-N.jsonl`` of its own to compare. A local file is kept:
-        it is this machine's record of that evaluation, possibly graded again since (recipes/regrade.py), which the
-        checkpoint's older copy would undo."""
-        if not state.is_world_process_zero or not self.records_from:
-            return
-        for entry in self.history["evaluations"]:
-            saved, here = self.records_from / entry["records"], self.output_dir / entry["records"]
-            if saved.is_file() and not here.exists():
-                here.parent.mkdir(parents=True, exist_ok=True)
-                copy_file_atomically(saved, here)
+        if state.is_world_process_zero and self.records_from:
+            restore_records(self.history, self.records_from, self.output_dir)
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step

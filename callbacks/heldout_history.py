@@ -63,3 +63,17 @@ def history_until(history: dict, step: int) -> dict:
         "stopped": history["stopped"] if history["stopped"] and history["stopped"]["step"] <= step else None,
         "resumed_stops": [s for s in history["resumed_stops"] if s["step"] <= step],
     }
+
+
+def restore_records(history: dict, checkpoint: Path, output_dir: Path) -> None:
+    """Put back a resumed history's records (``heldout/step-N.jsonl``) from its checkpoint: a run resumed from the
+    store on another machine (a new Colab runtime) has none of its own to compare. A local file is kept: it is this
+    machine's record of that evaluation, possibly graded again since (recipes/regrade.py), which the checkpoint's
+    older copy would undo."""
+    from recipes.atomic import copy_file_atomically
+
+    for entry in history["evaluations"]:
+        saved, here = checkpoint / entry["records"], output_dir / entry["records"]
+        if saved.is_file() and not here.exists():
+            here.parent.mkdir(parents=True, exist_ok=True)
+            copy_file_atomically(saved, here)

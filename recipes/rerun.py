@@ -242,7 +242,7 @@ def keep_final_adapter(recipe: Recipe, checkpoint: Path, output_dir: Path) -> bo
     step. Otherwise it is restored: no final save yet (a crash after the last checkpoint), a kill during the
     final save (a truncated adapter), or another step's adapter (the run went on from the store elsewhere).
     """
-    from callbacks.heldout_history import HISTORY_NAME, read_history
+    from callbacks.heldout_history import HISTORY_NAME, read_history, restore_records
     from recipes.atomic import copy_file_atomically, write_text_atomically
     from recipes.model_card import model_card
 
@@ -254,6 +254,10 @@ def keep_final_adapter(recipe: Recipe, checkpoint: Path, output_dir: Path) -> bo
         if source.is_file() and source.name not in skip and not is_training_state(source.name):
             copy_file_atomically(source, output_dir / source.name)
     history = read_history(checkpoint / HISTORY_NAME)
+    if history:  # what the held-out callback leaves in a finished run's folder: stats.compare's step-N.jsonl
+        restore_records(history, checkpoint, output_dir)
+        if not (output_dir / "heldout" / "history.json").exists():  # a folder made on another machine
+            write_text_atomically(output_dir / "heldout" / "history.json", json.dumps(history))
     card = model_card(recipe, state.get("log_history", []), str(output_dir), history)
     write_text_atomically(output_dir / "README.md", card)  # the project's card, not peft's template
     if not (output_dir / "recipe.yaml").is_file():  # a folder made on another machine from the store

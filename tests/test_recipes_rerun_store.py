@@ -3,6 +3,7 @@ and the way to a new run named in full (another output folder alone resumes the 
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -27,3 +28,14 @@ def test_a_finished_stored_run_says_a_new_run_needs_a_new_store_too(tmp_path):
         f"{tmp_path / 'second'}. To train longer, raise trainer.max_steps; for a new run, set trainer.output_dir and "
         f"checkpoint.uri to new places ({store} holds this run, resumed from any output folder).\n"
     ) in again.stderr
+    # The held-out results came along: before, `stats.compare SECOND/heldout/step-0.jsonl ...` found no file there.
+    first_history = json.loads((tmp_path / "first" / "heldout" / "history.json").read_text())
+    second_history = json.loads((tmp_path / "second" / "heldout" / "history.json").read_text())
+    assert [e["step"] for e in second_history["evaluations"]] == [
+        e["step"] for e in first_history["evaluations"]
+    ]
+    for entry in first_history["evaluations"]:
+        records = entry["records"]
+        assert (tmp_path / "second" / records).read_bytes() == (tmp_path / "first" / records).read_bytes(), (
+            records
+        )
