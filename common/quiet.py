@@ -10,6 +10,10 @@ fetched. Only a 4-bit model on a CPU uses that kernel, so the message is kept an
 then (``recipes/model.py``), and dropped otherwise. Importing ``common`` installs the filter, before any entry
 point imports peft or TRL (which import bitsandbytes).
 
+transformers warns, on every resume on a new machine, that "the best checkpoint ... recorded in the resumed state does
+not exist anymore": that checkpoint is in the store, where the run's ``best`` pointer names it (callbacks/best.py),
+and the local pointer says so when it is dropped. Read as a loss, it is dropped.
+
 DeepSpeed, where installed, prints "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable
 to detect it." on stdout the first time anything asks it for its accelerator on a machine without a GPU: in every
 CPU run, DeepSpeed or not (transformers asks while building the trainer). A run on a CPU says so itself.
@@ -37,6 +41,9 @@ class HeldBack(logging.Filter):
 
 BNB_CPU_4BIT_KERNEL = HeldBack("gemm_4bit_forward")
 logging.getLogger("bitsandbytes.backends.cpu.ops").addFilter(BNB_CPU_4BIT_KERNEL)
+logging.getLogger("transformers.trainer").addFilter(
+    HeldBack("recorded in the resumed state does not exist anymore")
+)
 # DeepSpeed's logger keeps filters added before its import: it only sets a level and adds a handler.
 logging.getLogger("DeepSpeed").addFilter(HeldBack("Setting accelerator to CPU"))
 

@@ -95,3 +95,25 @@ def test_hub_and_datasets_log_lines_print_once_under_the_command_lines_logging()
         code.replace("from common.logs import log_to_stderr\nlog_to_stderr()", "logging.basicConfig()")
     )
     assert twice.count("Retrying in 1s") == 2
+
+
+def test_the_trainers_missing_best_checkpoint_warning_of_a_resume_on_a_new_machine_is_held_back():
+    """On every resume from the store on a new machine, transformers warned that the best checkpoint "does not exist
+    anymore", read as a loss: it is in the store, where the run's best pointer names it."""
+    from transformers.utils import logging as transformers_logging
+
+    import common  # noqa: F401 - installs the filters
+
+    trainer_logger = transformers_logging.get_logger("transformers.trainer")  # what trainer.py logs with
+    assert trainer_logger is logging.getLogger("transformers.trainer")
+
+    def shown(message: str) -> bool:
+        return trainer_logger.filter(
+            trainer_logger.makeRecord("t", logging.WARNING, "f", 1, message, None, None)
+        )
+
+    assert not shown(
+        "The best checkpoint out/checkpoint-4 recorded in the resumed state does not exist anymore. Ignoring it for "
+        "this run."
+    )
+    assert shown("another warning")
