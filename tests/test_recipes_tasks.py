@@ -43,8 +43,19 @@ def test_user_jsonl_errors_name_the_file_line_and_fix(tmp_path):
     with pytest.raises(DataError, match=r"train.jsonl line 2: the 'answer' field is empty"):
         load_split({**SECTION, "task": "jsonl", "source": str(bad)}, split="train")
     other = write_jsonl(tmp_path / "other.jsonl", [{"prompt": "q", "label": "1"}])
-    with pytest.raises(DataError, match=r"rows need question and answer fields; .* Found: prompt, label\.$"):
+    with pytest.raises(
+        DataError,
+        match=r"Found: prompt, label\. Did you mean to name them label -> answer, prompt -> question\?$",
+    ):
         load_split({**SECTION, "task": "jsonl", "source": str(other)}, split="train")
+    # Before: "solution -> question", spelt alike, which would train on the worked solutions as the questions.
+    math_like = write_jsonl(tmp_path / "math.jsonl", [{"problem": "q", "solution": "s", "answer": "1"}])
+    with pytest.raises(
+        DataError,
+        match=r"Found: problem, solution, answer\. Did you mean to name them problem -> question\? Or, for "
+        r"MATH-style rows .* set data.task=math, which reads them as they are\.$",
+    ):
+        load_split({**SECTION, "task": "jsonl", "source": str(math_like)}, split="train")
     typo = write_jsonl(tmp_path / "typo.jsonl", [{"question": "q", "anwser": "1"}])
     with pytest.raises(
         DataError, match=r"Found: question, anwser\. Did you mean to name them anwser -> answer\?"

@@ -273,13 +273,36 @@ def checked_question(question, field: str, source: str, split: str, index: int) 
     return question
 
 
+# What other datasets call these fields, preferred over a spelling match: "solution" is spelt like "question" but is
+# a worked solution, and renamed so, the run would train on the solutions as its questions.
+ALIASES = {
+    "question": ("problem", "prompt", "query", "input", "instruction"),
+    "answer": ("final_answer", "target", "label", "gold", "output"),
+}
+
+
+def _rename_from(name: str, columns: list[str]) -> str | None:
+    """The column a user likely meant as ``name``: a known alias, else a near spelling that is not a worked solution."""
+    alias = next((c for c in columns if c.lower() in ALIASES.get(name, ())), None)
+    return alias or closest(name, [c for c in columns if c.lower() != "solution"])
+
+
 def require_columns(raw, columns: tuple[str, ...], source: str) -> None:
-    """A DataError naming the source and the missing columns, if any."""
+    """A DataError naming the source and the missing columns, if any, and the renames that would fix them."""
     missing = sorted(set(columns) - set(raw.column_names))
     if missing:
-        renames = [f"{found} -> {name}" for name in missing if (found := closest(name, raw.column_names))]
+        renames = [
+            f"{found} -> {name}" for name in missing if (found := _rename_from(name, raw.column_names))
+        ]
+        math_style = {"problem", "solution"} <= {c.lower() for c in raw.column_names}
         raise DataError(
             f"{source}: rows need {' and '.join(columns)} fields; missing {missing}. "
             f"Found: {', '.join(raw.column_names) or 'no columns (an empty file?)'}."
             + (f" Did you mean to name them {', '.join(renames)}?" if renames else "")
+            + (
+                " Or, for MATH-style rows (a problem, and a solution ending in \\boxed{answer}), set "
+                "data.task=math, which reads them as they are."
+                if math_style
+                else ""
+            )
         )
