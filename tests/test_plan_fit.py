@@ -183,3 +183,23 @@ def test_a_share_and_a_smaller_batch_together_when_neither_fits_alone():
     # At the smallest share already, it is not named again: only the batch changes.
     at_smallest = load_recipe("gsm8k_llama", [*overrides, "trainer.vllm_gpu_memory_utilization=0.44"])
     assert fitting_overrides(at_smallest.config, card) == fix[1:]
+
+
+def test_4bit_is_advised_only_where_a_4bit_plan_fits_and_a_smaller_batch_is_named():
+    """math_qwen_math on a T4 was told to use 4-bit weights, whose plan peaks past the card too: its 128 sequences
+    generated at once overflow it, whatever the weights. The table's own smaller batch went unsaid."""
+    recipe = load_recipe("math_qwen_math")
+    card = dict(CARDS)["T4"]
+    four_bit = load_recipe("math_qwen_math", ["model.quantization=4bit"]).config
+    assert not plan_memory(four_bit).fits(card)
+    line = next(x for x in render_plan(recipe).splitlines() if x.startswith("  T4:"))
+    batch = int(re.search(r"none fits: a per-device batch of (\d+) fits \(fewer completions per step and per "
+                          r"generation\), or use a larger GPU$", line).group(1))  # fmt: skip
+    assert "4-bit" not in line
+    assert plan_memory(recipe.config, batch=batch).fits(card) and not plan_memory(
+        recipe.config, batch=batch + 1
+    ).fits(card)
+    llama = next(x for x in render_plan(load_recipe("gsm8k_llama")).splitlines() if x.startswith("  T4:"))
+    assert llama.endswith(
+        "use a 4-bit recipe (model.quantization=4bit) or a larger GPU"
+    )  # its 4-bit plan fits

@@ -28,10 +28,18 @@ def _effective(t: dict) -> int:
     return t["per_device_train_batch_size"] * t["gradient_accumulation_steps"]
 
 
-def no_trade(recipe_config: dict) -> str:
-    """What a plan no trade fits is told to do: its resident weights or its generation phase overflow the card."""
-    four_bit = section(recipe_config, "model")["quantization"] == "4bit"
-    return "use a larger GPU" if four_bit else "use a 4-bit recipe (model.quantization=4bit) or a larger GPU"
+def no_trade(recipe_config: dict, card_bytes: int, *, model_config, offload_optimizer: bool = False) -> str:
+    """What a plan no trade fits is told to do: its resident weights or its generation phase overflow the card.
+    4-bit weights are named only when the 4-bit plan fits the card: when the generation phase is what overflows,
+    they did not, and the advice sent the user to a run that still did not fit."""
+    model = section(recipe_config, "model")
+    if model["quantization"] != "4bit":
+        four_bit = {**recipe_config, "model": {**model, "quantization": "4bit"}}
+        if plan_memory(four_bit, model_config=model_config, offload_optimizer=offload_optimizer).fits(
+            card_bytes
+        ):
+            return "use a 4-bit recipe (model.quantization=4bit) or a larger GPU"
+    return "use a larger GPU"
 
 
 def same_batch_overrides(
@@ -120,6 +128,9 @@ def batch_advice(
     t = section(recipe_config, "trainer")
     effective = _effective(t)
     generation = generation_schedule(t, processes=1)[0]
+    if model_config is None:
+        model_config = load_model_config(section(recipe_config, "model"))
+    planned = {"model_config": model_config, "offload_optimizer": offload_optimizer}
     overrides = fitting_overrides(
         recipe_config, card_bytes, model_config=model_config, offload_optimizer=offload_optimizer
     )
@@ -134,12 +145,12 @@ def batch_advice(
     if resident > card_bytes:  # no batch at all fits: the weights, adapter and optimizer states pass the card
         return (
             f"No batch fits: the resident part alone (weights, adapter, optimizer states: {resident / 2**30:.1f} "
-            f"GiB) passes the card, so {no_trade(recipe_config)}"
+            f"GiB) passes the card, so {no_trade(recipe_config, card_bytes, **planned)}"
         )
     return (
         f"No smaller per-device batch fits with the same effective batch ({effective} completions per optimizer "
         f"step per device): the generation batch of {generation} sequences is generated at once whatever the "
-        f"per-device batch, so {no_trade(recipe_config)}"
+        f"per-device batch, so {no_trade(recipe_config, card_bytes, **planned)}"
     )
 
 
@@ -157,10 +168,18 @@ def refit_lines(recipe_config: dict, cards, *, model_config, offload_optimizer: 
     )
     lines = ["", title]
     for name, card in over:
-        overrides = fitting_overrides(
-            recipe_config, card, model_config=model_config, offload_optimizer=offload_optimizer
+        planned = {"model_config": model_config, "offload_optimizer": offload_optimizer}
+        overrides = fitting_overrides(recipe_config, card, **planned)
+        if overrides:
+            lines.append(f"  {name + ':':<11}{' '.join(overrides)}")
+            continue
+        from recipes.planner.render import largest_batch  # render imports this module
+
+        smaller = largest_batch(recipe_config, card, **planned)
+        fewer = (
+            f"a per-device batch of {smaller} fits (fewer completions per step and per generation), or "
+            if smaller
+            else ""
         )
-        lines.append(
-            f"  {name + ':':<11}{' '.join(overrides) if overrides else 'none fits: ' + no_trade(recipe_config)}"
-        )
+        lines.append(f"  {name + ':':<11}none fits: {fewer}{no_trade(recipe_config, card, **planned)}")
     return lines
