@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from rewards._parsing import (
@@ -13,6 +14,8 @@ from rewards._parsing import (
     latex_from_snippet,
 )
 
+# "3 1/2": LaTeX juxtaposition, a product, so neither 7/2 nor 3.5 would ever match it.
+_MIXED_NUMBER = re.compile(r"-?\d+\s+\d+/\d+")
 # Gold values that stand for a missing answer in hand-made data: a data error, not an answer to compare with.
 _PLACEHOLDERS = frozenset({"n/a", "na", "none", "null", "nan", "?", "-", "tbd", "unknown"})
 
@@ -45,6 +48,14 @@ def read_gold(gold: str | float | Gold) -> Gold:
     if isinstance(gold, bool) or not isinstance(gold, (str, int, float)):
         raise TypeError(f"gold answer must be a string or a number, got {type(gold).__name__} {gold!r}.")
     text = str(gold)
+    if _MIXED_NUMBER.fullmatch(text.strip()):
+        whole, numerator, denominator = (int(x) for x in re.findall(r"\d+", text))
+        sign = "-" if text.strip().startswith("-") else ""
+        raise ValueError(
+            f"gold answer {text!r} is a mixed number, which math-verify reads as a product ({sign}{whole} x "
+            f"{numerator}/{denominator}); write it as an improper fraction or a decimal: "
+            f"{sign}{whole * denominator + numerator}/{denominator}."
+        )
     _, marker, after = text.rpartition("####")
     if marker:  # GSM8K's solution form: the number after the last ####, as it always was
         answer = answer_from_snippet(after)

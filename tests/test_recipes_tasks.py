@@ -63,6 +63,20 @@ def test_user_jsonl_errors_name_the_file_line_and_fix(tmp_path):
         load_split({**SECTION, "task": "jsonl", "source": str(typo)}, split="train")
 
 
+def test_a_mixed_number_answer_is_refused_with_its_improper_fraction(tmp_path):
+    """ "3 1/2" loaded as a LaTeX answer that math-verify reads as 3 x 1/2: a completion saying 7/2 or 3.5 was graded
+    wrong at every step."""
+    data = write_jsonl(
+        tmp_path / "train.jsonl", [{"question": "q", "answer": "7/2"}, {"question": "q2", "answer": "-3 1/2"}]
+    )
+    with pytest.raises(DataError) as raised:
+        load_split({**SECTION, "task": "jsonl", "source": str(data)}, split="train")
+    assert str(raised.value) == (
+        f"{data} line 2: 'answer': gold answer '-3 1/2' is a mixed number, which math-verify reads as a product "
+        "(-3 x 1/2); write it as an improper fraction or a decimal: -7/2."
+    )
+
+
 def test_an_answer_the_grader_cannot_read_stops_the_load_naming_its_line(tmp_path):
     """Checked while loading: before, "forty-two" passed and crashed training at the batch that drew it."""
     folder = tmp_path / "task"
