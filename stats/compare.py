@@ -27,7 +27,7 @@ from stats.groups import compare_groups, group_labels
 from stats.records import InputError, load_records, pair_questions
 from stats.report import format_text, to_json
 from stats.samples import uneven_samples_warning, unfinished_warning
-from stats.settings import check_same_decoding, check_same_grader
+from stats.settings import check_same_decoding, check_same_grader, same_model_warning
 from stats.swaps import write_swaps
 from stats.unsettled import unsettled_warning
 
@@ -131,6 +131,8 @@ def compare(
     for warning in check_same_decoding(baseline_records, tuned_records, allow_different=different_decoding):
         logger.warning(warning)
     for warning in check_same_grader(baseline_records, tuned_records):
+        logger.warning(warning)
+    if warning := same_model_warning(baseline_records, tuned_records):
         logger.warning(warning)
     labels, skipped = group_labels(baseline_records, tuned_records, pairing.ids)
     for model in (baseline_records, tuned_records):

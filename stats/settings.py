@@ -8,6 +8,7 @@ record a setting (records from other tools, or written before ``prompt_sha`` was
 Records also carry ``grader_version``: two files graded by different versions are refused (recipes/regrade.py
 grades the older file again, evaluate.py's files and the held-out records of a training step alike);
 evaluate.py's records without one were graded by version 1, and another tool's file without one gets a warning.
+Two of evaluate.py's files that evaluated the same weights (model, adapter, training step) get a warning too.
 """
 
 from __future__ import annotations
@@ -116,4 +117,25 @@ def _regrade_fix(model: ModelRecords) -> str:
     return (
         f"grade it again with this grader, from its saved completions (no model, no generation): python "
         f"recipes/regrade.py {model.path}"
+    )
+
+
+def same_model_warning(baseline: ModelRecords, tuned: ModelRecords) -> str | None:
+    """A warning when both files evaluated the same weights (the same model, adapter and training step): their
+    difference is sampling noise alone, which is what a tuned evaluation run without ``--adapter`` gives."""
+
+    def weights(model: ModelRecords) -> set:
+        return {
+            tuple(r.get(k) for k in ("model", "adapter_path", "adapter_sha", "step")) for r in model.records
+        }
+
+    recorded = all("adapter_path" in r for m in (baseline, tuned) for r in m.records)  # evaluate.py's files
+    both = weights(baseline)
+    if not recorded or len(both) != 1 or both != weights(tuned) or next(iter(both))[0] is None:
+        return None
+    model, path, sha, step = next(iter(both))
+    what = f"{model} with the adapter {path}" if path or sha else f"{model} without an adapter"
+    return (
+        f"{baseline.path} and {tuned.path} both evaluated {what}{f' at step {step}' if step is not None else ''}: "
+        "the difference below is sampling noise alone. Was --adapter left out of the tuned evaluation?"
     )

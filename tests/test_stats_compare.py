@@ -255,6 +255,36 @@ def test_the_same_file_twice_is_refused(capsys, tmp_path):
     assert code == 2 and "is given as both the baseline and the tuned file" in err
 
 
+def test_two_evaluations_of_the_same_weights_are_warned_about(capsys, caplog, tmp_path):
+    """Two copies of a base evaluation (a tuned one run without --adapter) compared without a word: "no difference"."""
+    base = {"adapter_path": None, "adapter_sha": None}
+    first = write_records(
+        tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 0, 3], 3), model="llama", extra=base
+    )
+    again = write_records(
+        tmp_path / "t.jsonl", outcomes_from_counts([2, 1, 0, 3], 3), model="llama", extra=base
+    )
+    assert run_compare(capsys, first, again)[0] == 0
+    assert (
+        f"{first} and {again} both evaluated llama without an adapter: the difference below is sampling noise "
+        "alone. Was --adapter left out of the tuned evaluation?" in caplog.text
+    )
+    caplog.clear()
+    tuned = write_records(tmp_path / "a.jsonl", outcomes_from_counts([2, 1, 0, 3], 3), model="llama",
+                          extra={"adapter_path": "/runs/a", "adapter_sha": "0123456789abcdef"})  # fmt: skip
+    steps = [
+        write_records(
+            tmp_path / f"step-{n}.jsonl",
+            outcomes_from_counts([1, 2, 0, 3], 3),
+            model="llama",
+            extra={**base, "step": n},
+        )
+        for n in (0, 40)
+    ]  # the held-out records of two training steps: the same model name, other weights
+    assert run_compare(capsys, first, tuned)[0] == 0 and run_compare(capsys, *steps)[0] == 0
+    assert "both evaluated" not in caplog.text
+
+
 def test_a_different_system_prompt_is_refused_like_different_decoding(capsys, caplog, tmp_path):
     """The tuned side evaluated with another data.system_prompt: the prompt, not the training, may move accuracy."""
     sampled = {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256}
