@@ -49,7 +49,7 @@ def check_output_path(
     if _foreign(path):
         raise InputError(
             f"{option} {path} exists and was not written by this command (it has no grpo-recipes mark; neither "
-            "have plots from versions before the mark), so it is not replaced: choose another output path, or "
+            "have files written by versions before the mark), so it is not replaced: choose another output path, or "
             "move that file away first."
         )
     return path
