@@ -149,6 +149,9 @@ def rows(data: dict, split: str):
     return Dataset.from_list(out)
 
 
+_warned: set[tuple[str, str, str]] = set()
+
+
 def check_missing(missing: list[str], total: int, source: str, split: str) -> None:
     """Warn once about rows without a gold answer; refuse data where they are more than a quirk."""
     if not missing:
@@ -160,6 +163,13 @@ def check_missing(missing: list[str], total: int, source: str, split: str) -> No
             rf"non-empty \boxed{{...}} in the solution), e.g. {first}. This does not look like MATH data; "
             "check data.source, or use data.task: jsonl for question/answer files."
         )
+    if (
+        source,
+        split,
+        first,
+    ) in _warned:  # a run reads its training split twice (training, held-out questions)
+        return
+    _warned.add((source, split, first))
     logger.warning(
         r"%s (%s): dropped %d of %d rows with no gold answer (an empty or missing \boxed{} in the solution): %s.",
         source,
