@@ -16,7 +16,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from callbacks.errors import CheckpointError
-from callbacks.manifest import sha256_file
+from callbacks.manifest import checkpoint_step, sha256_file
 from common.secrets import credential_problem
 
 logger = logging.getLogger(__name__)
@@ -261,7 +261,8 @@ def run_prefix_problem(uri: str) -> str | None:
     """Why ``checkpoint.uri`` cannot take a run's checkpoints: it names one of another run's checkpoint-N folders or
     its ``best`` pointer (where a resume or fetch URI may point), which would nest this run inside that one."""
     name = urlparse(uri).path.rstrip("/").rsplit("/", 1)[-1]
-    if not re.fullmatch(r"checkpoint-\d+|best", name):
+    # "best": callbacks.best.BEST_NAME, not imported (that module imports this one).
+    if checkpoint_step(name) is None and name != "best":
         return None
     run = uri.rstrip("/")[: -len(name) - 1]
     return (
