@@ -42,11 +42,12 @@ def rows(data: dict, split: str):
         raw = raw.cast_column("id", Value("string"))
 
     def convert(row, index):
+        gold = checked_gold(row["answer"], "answer", source, split, index)
         return {
             "id": row["id"] if has_id else f"{stem}-{split}-{index:05d}",
             "question": checked_question(row["question"], "question", source, split, index),
-            "gold": checked_gold(row["answer"], "answer", source, split, index),
-            "solution": row["solution"] if has_solution else str(row["answer"]).strip(),
+            "gold": gold,
+            "solution": row["solution"] if has_solution else gold,
         }
 
     out = raw.map(convert, with_indices=True, remove_columns=["answer"])
