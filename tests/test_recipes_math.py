@@ -150,7 +150,8 @@ def test_a_row_without_gold_is_dropped_with_one_warning_and_many_are_refused(tmp
     assert (
         len(warnings) == 1
         and "dropped 1 of 150 rows" in warnings[0]
-        and "math-test-algebra-0007" in warnings[0]
+        and "math-test-algebra-0007 (" in warnings[0]
+        and "few/test.jsonl line 8)" in warnings[0]
     )
     rows[8] = original("algebra", 8, solution="No box at all.")  # 2 of 150 > 1%
     source = write_jsonl(tmp_path / "many" / "test.jsonl", rows)

@@ -125,7 +125,7 @@ def rows(data: dict, split: str):
         field = "answer" if gold else "solution"  # the field the gold came from, named in an error
         gold = gold or boxed_gold(solution)
         if gold is None:
-            missing.append(row_id)
+            missing.append((row_id, index))
             continue
         try:
             level = parse_level(row.get("level"))
@@ -152,11 +152,11 @@ def rows(data: dict, split: str):
 _warned: set[tuple[str, str, str]] = set()
 
 
-def check_missing(missing: list[str], total: int, source: str, split: str) -> None:
-    """Warn once about rows without a gold answer; refuse data where they are more than a quirk."""
+def check_missing(missing: list[tuple[str, int]], total: int, source: str, split: str) -> None:
+    """Warn once about rows (id, index) without a gold answer; refuse data where they are more than a quirk."""
     if not missing:
         return
-    first = ", ".join(missing[:3])
+    first = ", ".join(f"{row_id} ({row_place(source, split, index)})" for row_id, index in missing[:3])
     if len(missing) > MAX_DROPPED_SHARE * total:
         raise DataError(
             f"{source} ({split}): {len(missing)} of {total} rows have no gold answer (no answer field and no "
