@@ -18,7 +18,7 @@ from stats.paired import TestResult
 from stats.pass_at_k import PassAtK, pass_at_k_curve
 from stats.power import PowerSummary, paired_power
 from stats.records import ModelRecords, Pairing
-from stats.samples import describe_samples
+from stats.samples import describe_samples, mismatched_samples_note
 from stats.unsettled import Unsettled, count_unsettled
 
 if TYPE_CHECKING:  # stats.groups builds on compare_models below
@@ -63,6 +63,7 @@ class Comparison:
         unsettled: The samples the grader never settled, counted wrong, and the range they leave the difference in.
         groups: The same comparison per subject and per level, when the records carry them (`stats.groups`).
         pass_at_k: Both models' pass@k for k = 1, 2, 4, ... (`stats.pass_at_k`); empty with one sample each.
+        mismatched_samples: What sample counts that differ between the files do to the comparison, or None.
     """
 
     baseline: ModelSummary
@@ -77,6 +78,7 @@ class Comparison:
     unsettled: Unsettled
     groups: GroupBreakdown | None = None
     pass_at_k: list[PassAtK] = field(default_factory=list)
+    mismatched_samples: str | None = None
 
     @property
     def improved(self) -> int:
@@ -125,9 +127,10 @@ def compare_models(
     tuned_summary, tuned_acc = _summarize(tuned, ids)
     diffs = [t - b for t, b in zip(tuned_acc, base_acc)]
     difference = float(sum(diffs) / len(diffs))
+    mismatched = mismatched_samples_note(baseline, tuned, ids)
     tests: dict[str, TestResult | None] = {
         "paired_t": paired.paired_t(diffs),
-        "wilcoxon": paired.wilcoxon(diffs),
+        "wilcoxon": paired.wilcoxon(diffs) if mismatched is None else paired.not_symmetric(),
         "sign_flip": paired.sign_flip(diffs, seed=seed, resamples=resamples),
         "mcnemar": paired.mcnemar(baseline.counts, tuned.counts, ids),
         "two_proportion_z": independent.two_proportion_z(
@@ -147,4 +150,5 @@ def compare_models(
         pairing=pairing,
         unsettled=count_unsettled(baseline, tuned, ids, difference),
         pass_at_k=pass_at_k_curve(baseline.counts, tuned.counts, ids),
+        mismatched_samples=mismatched,
     )

@@ -10,7 +10,10 @@ Wilson's score interval does not, and keeps its coverage for small counts.
   cluster-robust variance of the mean accuracy (the variance of per-question accuracies / questions, which the
   paired-difference t interval also uses), capped at the number of samples. When every question has the same
   accuracy ``V`` is 0: at 0% or 100% nothing says how alike a question's samples are, so each question counts
-  once (``n_eff`` = questions); otherwise the samples count (``n_eff`` = samples).
+  once (``n_eff`` = questions); otherwise the samples count (``n_eff`` = samples). As that variance is itself
+  estimated from the questions, the critical value is Student's t with questions - 1 degrees of freedom, not the
+  normal's: with the normal's, 3 questions of 16 samples covered 82-85% and 5 questions 86-91%; with t, 94-99%
+  (simulated, questions' rates drawn from three Beta distributions).
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ METHOD = (
 )
 
 
-def wilson(p: float, n: float, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p`` observed on ``n`` (possibly effective, non-integer) trials.
+def wilson(p: float, n: float, confidence: float = 0.95, df: int | None = None) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` observed on ``n`` (possibly effective, non-integer) trials;
+    with ``df``, at Student's t critical value with those degrees of freedom instead of the normal's.
 
     >>> [round(x, 4) for x in wilson(2 / 40, 40)]
     [0.0138, 0.165]
     """
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    quantile = 0.5 + confidence / 2
+    z = float(stats.norm.ppf(quantile) if df is None else stats.t.ppf(quantile, df))
     scale = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / scale
     half = z / scale * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
@@ -65,4 +70,5 @@ def accuracy_interval(counts: list[tuple[int, int]], confidence: float = 0.95) -
     if not counts:
         return None
     p = float(sum(Fraction(c, n) for c, n in counts) / len(counts))
-    return wilson(p, effective_samples(counts), confidence)
+    clustered = len(counts) > 1 and any(n > 1 for _, n in counts)
+    return wilson(p, effective_samples(counts), confidence, df=len(counts) - 1 if clustered else None)

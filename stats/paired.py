@@ -172,6 +172,15 @@ def wilcoxon(diffs: list[Fraction]) -> TestResult:
     return TestResult(statistic, p, f"{dropped}; {how}; statistic = min(W+, W-)")
 
 
+def not_symmetric() -> TestResult:
+    """Wilcoxon, left out: with other sample counts in the two files, the differences are not symmetric under "no
+    difference" (see `stats.samples.mismatched_samples_note`)."""
+    return _undefined(
+        "Wilcoxon signed-rank",
+        "the files hold different samples per question, so the differences are not symmetric under no difference",
+    )
+
+
 def sign_flip(diffs: list[Fraction], *, seed: int = 0, resamples: int = 100_000) -> TestResult:
     """Paired permutation test on questions: flip the sign of each question's difference.
 

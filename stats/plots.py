@@ -13,7 +13,7 @@ from matplotlib.ticker import MaxNLocator
 from stats._io import save_figure_atomic
 from stats.analysis import PRIMARY_TEST, Comparison
 from stats.groups import GroupBreakdown
-from stats.report import format_p
+from stats.verdict import format_p
 
 _COLORS = {"improved": "tab:green", "regressed": "tab:red", "unchanged": "tab:gray"}
 

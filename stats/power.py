@@ -1,7 +1,8 @@
 """Effect size and power of the paired design, from the per-question differences.
 
 Power uses the paired t test on per-question differences (statsmodels ``TTestPower``), with the observed
-standard deviation of the differences standing in for the true one.
+standard deviation of the differences standing in for the true one: an approximation of the primary sign-flip
+test, which agrees with the t test but for few questions, where its floor (p >= 2 / 2^n) is taken into account.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from statsmodels.stats.power import TTestPower
 
 ALPHA = 0.05
 POWER = 0.80
+MIN_QUESTIONS = 6  # the fewest with which the sign-flip test can reach p < 0.05 (2 / 2^6 = 0.031)
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,18 @@ def paired_power(diffs: list[Fraction]) -> PowerSummary:
     values = np.array(diffs, dtype=float)
     sd = float(values.std(ddof=1))
     dz = float(values.mean()) / sd
-    min_es = _solve(effect_size=None, nobs=len(diffs))
+    # The primary sign-flip test's p cannot go below 2 / 2^n with n questions: no design under 6 detects anything.
+    floor = 2.0 ** (1 - len(diffs))
+    min_es = _solve(effect_size=None, nobs=len(diffs)) if floor <= ALPHA else None
     detectable = min_es * sd if min_es is not None else None
+    reason = (
+        None
+        if floor <= ALPHA
+        else f"with {len(diffs)} questions the sign-flip test cannot go below p = {floor:.4g}"
+    )
     if dz == 0:
-        return PowerSummary(dz, detectable, None, "the observed mean difference is zero")
+        return PowerSummary(dz, detectable, None, reason or "the observed mean difference is zero")
     needed = _solve(effect_size=abs(dz), nobs=None)
-    return PowerSummary(dz, detectable, math.ceil(needed) if needed is not None else None)
+    return PowerSummary(
+        dz, detectable, max(math.ceil(needed), MIN_QUESTIONS) if needed is not None else None, reason
+    )

@@ -8,62 +8,10 @@ from stats.groups import GroupBreakdown, GroupResult
 from stats.paired import TestResult
 from stats.pass_at_k import pass_at_k_json, pass_at_k_lines
 from stats.power import ALPHA, POWER
+from stats.verdict import ci_points, format_p, p_floor, points, verdict
 
 PAIRED_TESTS = ("sign_flip", "paired_t", "wilcoxon", "mcnemar")
 INDEPENDENCE_TESTS = ("two_proportion_z", "welch_t")
-
-
-def format_p(p: float | None) -> str:
-    """A p-value for people: four decimals, scientific below 0.0001, 'undefined' for None."""
-    if p is None:
-        return "undefined"
-    return f"{p:.1e}" if p < 1e-4 else f"{p:.4f}"
-
-
-def _points(x: float) -> str:
-    return f"{100 * x:+.1f}"
-
-
-def _ci_points(ci: tuple[float, float] | None) -> str:
-    return "undefined (no spread across questions)" if ci is None else f"[{_points(ci[0])}, {_points(ci[1])}]"
-
-
-def verdict(c: Comparison) -> str:
-    """One plain-language line naming the primary paired test, with a caveat when some grades were never settled
-    (read alone, the verdict must not hide that a busy grader may have decided it)."""
-    u = c.unsettled
-    if not (u.baseline or u.tuned):
-        return _verdict(c)
-    low, high = u.difference_range
-    return (
-        f"{_verdict(c)} Caveat: {u.baseline + u.tuned} samples were never graded (the grader ran out of time) and "
-        f"count as wrong; whatever their grades, the difference lies between {_points(low)} and {_points(high)} "
-        "points."
-    )
-
-
-def _verdict(c: Comparison) -> str:
-    primary = c.tests[PRIMARY_TEST]
-    n = len(c.ids)
-    if primary is None or primary.p_value is None:
-        return (
-            f"Verdict: no difference to test: both models have the same accuracy on each of the {n} questions "
-            "(the paired tests are undefined)."
-        )
-    test = f"sign-flip permutation test on {n} paired questions, p = {format_p(primary.p_value)} (primary)"
-    ci = "" if c.difference_ci95 is None else f", 95% CI {_ci_points(c.difference_ci95)}"
-    if primary.p_value < ALPHA:
-        direction = "better" if c.difference > 0 else "worse"
-        return (
-            f"Verdict: the tuned model is {direction} than the baseline by {abs(100 * c.difference):.1f} "
-            f"points{ci}; {test}."
-        )
-    power = c.power.detectable_difference
-    reach = f"; this design detects about {100 * power:.1f} points at 80% power" if power is not None else ""
-    return (
-        f"Verdict: no significant difference at alpha {ALPHA} (tuned - baseline = "
-        f"{_points(c.difference)} points{ci}); {test}{reach}."
-    )
 
 
 def _model_line(label: str, m: ModelSummary) -> str:
@@ -90,16 +38,16 @@ def _smallest_p_note(g: GroupResult) -> str:
     # Exact sign-flip: the two all-same-sign assignments always count, so p >= 2 / 2^k for k nonzero differences.
     k = sum(d != 0 for d in g.comparison.diffs)
     differences = "difference" if k == 1 else "differences"
-    return f"  ({k} nonzero {differences}: p cannot go below {2 ** (1 - k):.4g})" if 0 < k <= 5 else ""
+    return f"  ({k} nonzero {differences}: p cannot go below {p_floor(k):.4g})" if 0 < k <= 5 else ""
 
 
 def _group_row(g: GroupResult, width: int) -> str:
     c = g.comparison
     ci = c.difference_ci95
-    ci_text = f"[{_points(ci[0])}, {_points(ci[1])}]" if ci else "undefined"
+    ci_text = f"[{points(ci[0])}, {points(ci[1])}]" if ci else "undefined"
     head = (
         f"  {g.label:<{width}} {g.questions:>4}  {100 * c.baseline.accuracy:6.1f}%  {100 * c.tuned.accuracy:6.1f}%"
-        f"  {_points(c.difference):>6}  {ci_text:<16}"
+        f"  {points(c.difference):>6}  {ci_text:<16}"
     )
     if g.p_value is None:
         return f"{head}  no p-value: {g.reason}"
@@ -152,8 +100,20 @@ def _unsettled_lines(c: Comparison) -> list[str]:
             f"  UNSETTLED: {u.baseline} baseline and {u.tuned} tuned samples were never graded (the grader ran out "
             "of time) and count as wrong:"
         ),
-        f"    whatever their grades, the difference lies between {_points(low)} and {_points(high)} points;",
+        f"    whatever their grades, the difference lies between {points(low)} and {points(high)} points;",
         f"    to settle them, {u.fix()}.",
+    ]
+
+
+def _pass_at_k_section(c: Comparison) -> list[str]:
+    if c.pass_at_k:
+        return pass_at_k_lines(
+            c.pass_at_k, len(c.ids), c.tests[PRIMARY_TEST] and c.tests[PRIMARY_TEST].p_value
+        )
+    if c.baseline.samples == c.baseline.questions and c.tuned.samples == c.tuned.questions:
+        return []  # one sample each: pass@1 is the accuracy
+    return [
+        "pass@k: not shown: some paired question has a single sample in one file (k = 2 needs 2 in both)."
     ]
 
 
@@ -173,7 +133,7 @@ def format_text(c: Comparison) -> str:
         _model_line("baseline", c.baseline),
         _model_line("tuned", c.tuned),
         (
-            f"  difference {_points(c.difference)} points, 95% CI {_ci_points(c.difference_ci95)} "
+            f"  difference {points(c.difference)} points, 95% CI {ci_points(c.difference_ci95)} "
             f"(paired t interval on {len(c.ids)} per-question differences)"
         ),
         *_unsettled_lines(c),
@@ -182,21 +142,24 @@ def format_text(c: Comparison) -> str:
             f"Questions: {c.improved} improved, {c.regressed} regressed, {c.unchanged} unchanged "
             "(per-question accuracy change)"
         ),
+        *([f"  Note: {c.mismatched_samples}"] if c.mismatched_samples else []),
     ]
     p = c.power
     if p.cohens_dz is None:
         lines.append(f"Effect size and power: undefined ({p.reason}).")
     else:
+        undefined = f"undefined ({p.reason or 'no finite solution'})"
         detect = (
-            "undefined" if p.detectable_difference is None else f"{100 * p.detectable_difference:.1f} points"
+            undefined if p.detectable_difference is None else f"{100 * p.detectable_difference:.1f} points"
         )
-        need = p.questions_needed if p.questions_needed is not None else f"undefined ({p.reason})"
+        need = p.questions_needed if p.questions_needed is not None else undefined
         lines += [
             f"Effect size: Cohen's d_z = {p.cohens_dz:.3f} (mean / SD of per-question differences)",
             (
-                f"Power (paired t, alpha {ALPHA}, two-sided, {POWER:.0%} power): smallest detectable difference "
+                f"Power (paired t approximation of the primary test, alpha {ALPHA}, two-sided, {POWER:.0%} power): "
+                "smallest detectable difference "
                 f"with {len(c.ids)} questions = {detect}; questions needed to detect the observed "
-                f"{_points(c.difference)} points = {need}"
+                f"{points(c.difference)} points = {need}"
             ),
         ]
     lines += ["", "Paired tests (the question is the unit)"]
@@ -205,7 +168,8 @@ def format_text(c: Comparison) -> str:
         "Independence tests (ASSUME INDEPENDENT SAMPLES; shown only to compare with reports that used them)"
     ]
     lines += [_test_line(name, c.tests[name], False) for name in INDEPENDENCE_TESTS]
-    lines += ["", *pass_at_k_lines(c.pass_at_k)] if c.pass_at_k else []
+    section = _pass_at_k_section(c)
+    lines += ["", *section] if section else []
     if c.groups is not None:
         lines += ["", *_group_lines(c.groups)]
     lines += ["", f"Why: {PRIMARY_REASON}", verdict(c)]
@@ -277,6 +241,7 @@ def to_json(c: Comparison) -> dict:
         "tests": {name: _test_json(c.tests[name]) for name in PAIRED_TESTS + INDEPENDENCE_TESTS},
         "primary_test": PRIMARY_TEST,
         "questions": {"improved": c.improved, "regressed": c.regressed, "unchanged": c.unchanged},
+        "mismatched_samples": c.mismatched_samples,
         "effect_size": {"cohens_dz": c.power.cohens_dz},
         "power": {
             "alpha": ALPHA,

@@ -101,3 +101,13 @@ def write_trainer_state(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(state), encoding="utf-8")
     return path
+
+
+def clustered_wilson(count: float, n: float, questions: int, confidence: float = 0.95) -> tuple[float, float]:
+    """statsmodels' Wilson interval at Student's t critical value with questions - 1 degrees of freedom (what
+    stats.intervals uses with several samples per question): Wilson at the normal level whose quantile is that t's."""
+    from scipy import stats as sps
+    from statsmodels.stats.proportion import proportion_confint
+
+    alpha = 2 * sps.norm.sf(sps.t.ppf(0.5 + confidence / 2, questions - 1))
+    return proportion_confint(count, n, alpha=alpha, method="wilson")

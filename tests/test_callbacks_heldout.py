@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from statsmodels.stats.proportion import proportion_confint
+from _stats_helpers import clustered_wilson
 
 from callbacks.errors import CheckpointError
 from callbacks.heldout import summarize
@@ -32,8 +32,8 @@ def test_summary_counts_each_question_and_gives_a_question_clustered_interval():
     assert (entry["questions"], entry["samples"], entry["mean_tokens"]) == (3, 2, 10.5)
     assert entry["per_question"] == {"a": [2, 2, 0, 0], "b": [1, 2, 1, 0], "c": [0, 2, 1, 0]}
     # Per-question accuracies 1, 1/2, 0: variance of the mean (1/4) / 3, so the 6 samples are worth 3 independent
-    # ones (p(1-p) / that); Wilson's interval at 1.5 of 3, as stats.compare gives it.
-    low, high = proportion_confint(1.5, 3, method="wilson")
+    # ones (p(1-p) / that); Wilson's interval at 1.5 of 3 at t's critical value (2 df), as stats.compare gives it.
+    low, high = clustered_wilson(1.5, 3, questions=3)
     assert entry["low"] == pytest.approx(low) and entry["high"] == pytest.approx(high)
     assert (entry["step"], entry["reward"], entry["records"]) == (40, 2.5, "heldout/step-40.jsonl")
     assert entry["unsettled"] == 0

@@ -38,18 +38,35 @@ def test_the_curve_runs_over_powers_of_two_then_the_fewest_samples_and_averages_
 def test_a_gain_that_does_not_hold_at_large_k_is_said(capsys, tmp_path):
     """Tuned right more often on the questions the baseline could already solve, and on no new one: accuracy up,
     pass@8 the same."""
-    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 1, 3, 0, 0], 8))
-    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([7, 8, 6, 8, 0, 0], 8))
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 1, 3, 0, 0] * 3, 8))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([7, 8, 6, 8, 0, 0] * 3, 8))
     code, out, _ = run_compare(capsys, base, tuned)
     assert code == 0 and "pass@k (the chance that at least one of k samples is right" in out
     table = out[out.index("pass@k") :].splitlines()
     assert [line.split()[0] for line in table[2:6]] == ["1", "2", "4", "8"]
     assert table[5].split()[1:4] == ["66.7%", "66.7%", "+0.0"]
-    assert "The gain at k = 1 (+45.8 points) shrinks to +0.0 at k = 8" in out
+    assert "With 18 questions (under 100) the intervals at large k may run narrow" in table[6]
+    assert "The gain at k = 1 (+45.8 points) shrinks to +0.0 at k = 8 (the drop's 95% CI [+" in out
 
     result = json.loads(run_compare(capsys, base, tuned, "--json")[1])
     assert [row["k"] for row in result["pass_at_k"]] == [1, 2, 4, 8]
     assert result["pass_at_k"][0]["difference"] == pytest.approx(result["difference"]["estimate"])
+    assert result["pass_at_k"][0]["drop_ci95"] is None and result["pass_at_k"][-1]["drop_ci95"][0] > 0
+
+
+def test_a_shrinking_gain_is_not_read_when_the_gain_itself_is_not_significant(capsys, tmp_path):
+    """With no evidence of a gain at k = 1 a "shrinks" sentence read noise: it fired in 10-36% of simulated
+    comparisons of two equal models. 6 questions, 4 changed: the sign-flip test cannot go below p = 0.125."""
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([1, 2, 1, 3, 0, 0], 8))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([7, 8, 6, 8, 0, 0], 8))
+    out = run_compare(capsys, base, tuned)[1]
+    assert "pass@k (the chance" in out and "shrinks" not in out
+    assert "Verdict: undecided: the accuracy changed on only 4 of the 6 questions" in out
+
+
+def test_pass_at_k_needs_k_within_the_samples():
+    with pytest.raises(ValueError, match="pass@k needs 1 <= k <= samples; got k = 5 with 4 samples"):
+        pass_at_k(4, 1, 5)
 
 
 def test_a_gain_on_new_questions_is_not_called_a_sharpening(capsys, tmp_path):
