@@ -116,7 +116,11 @@ def model_card(recipe, log_history: list[dict], output_dir: str, history: dict |
     ]
     if metrics:
         lines += [f"Final training metrics (step {step}):", ""]
-        lines += [f"- {label}: {value:.4g}" for label, value in metrics.items()]
+        # None: TRL's mean of a reward that applied to no completion of the step (it returned None for each).
+        lines += [
+            f"- {label}: " + ("none (it applied to no completion)" if value is None else f"{value:.4g}")
+            for label, value in metrics.items()
+        ]
         lines.append("")
     lines += heldout_lines(history, output_dir)
     lines += [

@@ -1,6 +1,6 @@
 """TRL's GRPOTrainer with the project's generation path: the adapter merged while generating
 (lora.merged_generation), and a static cache with a compiled decode step (model.compiled_generation); and
-infinite rewards refused (TRL would train on with a loss of 0).
+infinite or NaN rewards refused (TRL would train on with a loss of 0, or read a NaN as "does not apply").
 
 Used by ``recipes/run.py``; not a command of its own.
 """
@@ -9,16 +9,39 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import numbers
 
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 from trl import GRPOTrainer
+from trl.trainer.utils import is_async_callable
 
 from common.errors import UserError
 from recipes.compiled_generation import compile_generation
 from recipes.merged_lora import merged_lora
 
 logger = logging.getLogger("recipes.run")
+
+
+class NanRefused:
+    """A reward function whose NaN stops the run: TRL turns None ("does not apply") into NaN before adding rewards
+    up, so a NaN of the function's own would pass for None, silently left out of the sum. Checked where the
+    function returns, the only place the two still differ."""
+
+    def __init__(self, func, index: int, name: str):
+        self.func, self.index, self.__name__ = func, index, name
+
+    def __call__(self, *args, **kwargs):
+        values = self.func(*args, **kwargs)
+        for position, value in enumerate(values):
+            if isinstance(value, numbers.Real) and math.isnan(value):
+                raise UserError(
+                    f"rewards[{self.index}] ({self.__name__}) returned nan for completion {position} of a batch: a "
+                    "NaN would be read as None (the reward does not apply) and left out of the sum. Return a finite "
+                    "float per completion, or None where the reward does not apply."
+                )
+        return values
 
 
 class RecipeGRPOTrainer(GRPOTrainer):
@@ -38,6 +61,10 @@ class RecipeGRPOTrainer(GRPOTrainer):
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        self.reward_funcs = [
+            func if isinstance(func, torch.nn.Module) or is_async_callable(func) else NanRefused(func, index, name)
+            for index, (func, name) in enumerate(zip(self.reward_funcs, self.reward_func_names))
+        ]
         self.merged_generation = merged_generation
         self.compiled_generation = compiled_generation
         if compiled_generation:  # TRL builds its generation config with compiling switched off

@@ -121,3 +121,13 @@ def distinct_share(completion_ids, **kwargs) -> list[float]:
     """A reward the tiny random model gets varied values of (share of distinct tokens), so GRPO advantages are
     non-zero and the adapter moves: resumed and uninterrupted runs then have something to disagree about."""
     return [len(set(ids)) / max(len(ids), 1) for ids in completion_ids]
+
+
+def nan_in_training(completions, id, **kwargs) -> list[float]:
+    """Finite on the load-time probe's completion, NaN on every training one (TRL reads a NaN as None)."""
+    return [0.0 if i == "probe-0" else float("nan") for i in id]
+
+
+def none_in_training(completions, id, **kwargs) -> list[float | None]:
+    """Applies to the load-time probe's completion only: every training step logs its mean as None."""
+    return [0.0 if i == "probe-0" else None for i in id]

@@ -27,6 +27,15 @@ def test_the_model_card_gives_every_rewards_mean_a_plugins_too():
     ]
 
 
+def test_a_reward_that_applied_to_no_completion_of_the_last_step_is_said_not_formatted():
+    """TRL logs such a reward's mean as None; formatting it crashed the run's end, and every re-run of it."""
+    from recipes.model_card import model_card
+
+    logged = {"step": 2, "reward": 0.0, "rewards/none_in_training/mean": None}
+    card = model_card(load_recipe("gsm8k_tiny"), [logged], "outputs/run")
+    assert "- mean none_in_training reward: none (it applied to no completion)" in card
+
+
 def test_the_model_card_of_a_run_trained_by_epochs_counts_no_negative_steps():
     """With trainer.max_steps=-1 the card said "Training: 4 of -1 steps"."""
     from recipes.model_card import model_card

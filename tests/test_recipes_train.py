@@ -120,6 +120,22 @@ def test_an_infinite_reward_stops_the_run_naming_the_reward(tmp_path):
         build_trainer(recipe).train()
 
 
+def test_a_nan_reward_stops_the_run_naming_the_reward(tmp_path):
+    """TRL turns None into NaN and leaves NaN out of the sum: a reward's own NaN trained on as "does not apply"."""
+    from common.errors import UserError
+
+    plugin = f"{REPO / 'tests' / '_plugins.py'}:nan_in_training"
+    recipe = load_recipe(
+        "gsm8k_tiny",
+        [f"trainer.output_dir={tmp_path}", "trainer.max_steps=2", "callbacks=[]", "heldout.enabled=false",
+         f"rewards=[{{name: format, style: hash}}, {{path: '{plugin}', weight: 0.1}}]"],
+    )  # fmt: skip
+    with pytest.raises(
+        UserError, match=r"rewards\[1\] \(nan_in_training\) returned nan for completion 0 of a batch"
+    ):
+        build_trainer(recipe).train()
+
+
 def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
     common = [
         "trainer.max_steps=4",
