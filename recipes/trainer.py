@@ -62,7 +62,9 @@ class RecipeGRPOTrainer(GRPOTrainer):
     ):
         super().__init__(*args, **kwargs)
         self.reward_funcs = [
-            func if isinstance(func, torch.nn.Module) or is_async_callable(func) else NanRefused(func, index, name)
+            func
+            if isinstance(func, torch.nn.Module) or is_async_callable(func)
+            else NanRefused(func, index, name)
             for index, (func, name) in enumerate(zip(self.reward_funcs, self.reward_func_names))
         ]
         self.merged_generation = merged_generation
