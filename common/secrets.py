@@ -18,9 +18,11 @@ _QUERY_SECRET = re.compile(
 SECRET_KEY = re.compile(r"(?:^|[._])(?:[A-Za-z]*_)?(?:token|secret|password|api_key)$", re.IGNORECASE)
 # key=value (an override) or key: value (YAML inside one) for such a key.
 _SECRET_ASSIGNMENT = re.compile(
-    r"(?P<name>(?<![\w.])[\w.]*?(?:token|secret|password|api_key)\s*(?:=|:\s)\s*['\"]?)[^\s'\",}]+",
+    r"(?P<name>(?<![\w.])[\w.]*?(?:token|secret|password|api_key)\s*(?:=|:\s)\s*['\"]?)(?P<value>[^\s'\",}]+)",
     re.IGNORECASE,
 )
+# Values no credential takes, kept in sight: a count (``min_token: 3``, a misspelt ``min_tokens``) or true/false.
+_PLAIN_VALUE = re.compile(r"-?\d{1,6}(?:\.\d+)?|true|false", re.IGNORECASE)
 
 WHERE_CREDENTIALS_BELONG = (
     "credentials belong in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE for S3, "
@@ -39,8 +41,12 @@ def redact(text: str) -> str:
     "trainer.hub_token=*** trainer.max_new_tokens=5 trainer.hub_token='***'"
     >>> redact("trainer.model_init_kwargs={token: hf_abc, revision: main}")
     'trainer.model_init_kwargs={token: ***, revision: main}'
+    >>> redact("rewards=[{name: correctness, min_token: 3}] trainer.model_init_kwargs={token: true}")
+    'rewards=[{name: correctness, min_token: 3}] trainer.model_init_kwargs={token: true}'
     """
-    text = _SECRET_ASSIGNMENT.sub(r"\g<name>***", text)
+    text = _SECRET_ASSIGNMENT.sub(
+        lambda m: m[0] if _PLAIN_VALUE.fullmatch(m["value"]) else f"{m['name']}***", text
+    )
     return _QUERY_SECRET.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))
 
 

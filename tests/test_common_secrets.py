@@ -123,3 +123,11 @@ def test_a_misspelt_count_is_its_unknown_key_not_a_credential(tmp_path):
     assert kwargs["model_init_kwargs"] == {
         "token": True
     }  # true reads the stored login: no secret in the recipe
+
+
+def test_an_override_with_a_misspelt_count_is_echoed_with_its_value():
+    """The echo read "rewards=[{name: correctness, min_token: ***}]": the user's own 3 hidden as a credential."""
+    with pytest.raises(RecipeError) as raised:
+        load_recipe("gsm8k_tiny", ["rewards=[{name: correctness, min_token: 3}]"])
+    assert "override 'rewards=[{name: correctness, min_token: 3}]'" in str(raised.value)
+    assert redact("x.hub_token=123456789 y.token=hf_abc") == "x.hub_token=*** y.token=***"
