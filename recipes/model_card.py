@@ -64,7 +64,17 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
     if history.get("stopped"):
         stopped = history["stopped"]
         lines += [f"The run ended early at step {stopped['step']}: {stopped['reason']}.", ""]
-    if best["step"] != last["step"]:
+    base = next((e for e in evaluations if e["step"] == 0 and e["accuracy"] is not None), None)
+    if base and best["step"] != 0 and best["accuracy"] is not None and best["accuracy"] <= base["accuracy"]:
+        lines += [
+            (
+                f"No checkpoint beat the model before training on held-out accuracy (step 0: {base['accuracy']:.1%}; "
+                f"the best checkpoint, step {best['step']}: {best['accuracy']:.1%}): the base model did better than "
+                "any adapter this run saved."
+            ),
+            "",
+        ]
+    elif best["step"] != last["step"]:
         lines += [
             (
                 f"This adapter is the final one (step {last['step']}), not the best: `{output_dir}/best` names the "

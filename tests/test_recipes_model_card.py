@@ -66,3 +66,24 @@ def test_the_model_card_says_when_the_run_stopped_early_and_the_adapter_is_not_t
     assert "The run ended early at step 40: no new best in 1 evaluations." in text
     assert "This adapter is the final one (step 40), not the best: `outputs/run/best` names the best" in text
     assert heldout_lines(None, "outputs/run") == []
+
+
+def test_a_run_whose_checkpoints_all_fell_below_the_base_model_says_so_rather_than_recommending_one():
+    """A gamed reward took held-out accuracy from 15.5% to 0.0%; the card told the user to evaluate or export the
+    "best" checkpoint, at 0.0%."""
+    from recipes.model_card import heldout_lines
+
+    entry = {"questions": 200, "samples": 1}
+    evaluations = [
+        {**entry, "step": 0, "accuracy": 0.155, "saved": False},
+        *({**entry, "step": step, "accuracy": 0.0} for step in (50, 100, 150, 200)),
+    ]
+    text = "\n".join(heldout_lines({"evaluations": evaluations}, "outputs/run"))
+    assert (
+        "No checkpoint beat the model before training on held-out accuracy (step 0: 15.5%; the best checkpoint, "
+        "step 50: 0.0%): the base model did better than any adapter this run saved." in text
+    )
+    assert "evaluate or export that one" not in text
+    evaluations[2]["accuracy"] = 0.2  # step 100 beats the base: recommended again
+    text = "\n".join(heldout_lines({"evaluations": evaluations}, "outputs/run"))
+    assert "No checkpoint beat" not in text and "(step 100, 20.0%); evaluate or export that one" in text
