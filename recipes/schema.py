@@ -162,6 +162,36 @@ RANGES: dict[str, tuple[Any, str]] = {
     ),
     # Else refused only by the held-out evaluation's decoding, after the data loads, naming evaluate.py's --top-p.
     "trainer.top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1 (1.0 keeps every token)"),
+    # Else transformers' traceback when the trainer is built (warmup, logging), or trained on silently (the rest).
+    "trainer.warmup_steps": (
+        lambda v: v >= 0,
+        "at least 0 (steps; a number below 1 is a share of the run's steps)",
+    ),
+    "trainer.logging_steps": (
+        lambda v: v > 0,
+        "above 0 (steps between logs; below 1, a share of the run's steps)",
+    ),
+    "trainer.epsilon": (
+        lambda v: math.isfinite(v) and v > 0,
+        "a finite number above 0: the clipping range, e.g. 0.2",
+    ),
+    "trainer.epsilon_high": (
+        lambda v: v is None or math.isfinite(v) and v > 0,
+        "null (= trainer.epsilon) or a finite number above 0, e.g. 0.28",
+    ),
+    "trainer.beta": (
+        lambda v: math.isfinite(v) and v >= 0,
+        "a finite number, at least 0: the KL penalty's weight (0.0 loads no reference model)",
+    ),
+    "trainer.max_grad_norm": (
+        lambda v: v is None or math.isfinite(v) and v >= 0,
+        "at least 0 (0 turns gradient clipping off), e.g. 1.0",
+    ),
+    "trainer.weight_decay": (lambda v: math.isfinite(v) and v >= 0, "a finite number, at least 0"),
+    "trainer.adam_beta1": (lambda v: 0 <= v < 1, "in [0, 1), e.g. 0.9"),
+    "trainer.adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1), e.g. 0.999"),
+    "trainer.adam_epsilon": (lambda v: math.isfinite(v) and v > 0, "a finite number above 0, e.g. 1e-8"),
+    "trainer.num_train_epochs": (lambda v: math.isfinite(v) and v > 0, "a finite number above 0"),
 }
 # Sections that are lists of {name|path: ..., params} specs, validated by their registries.
 LIST_SECTIONS = ("rewards", "callbacks")

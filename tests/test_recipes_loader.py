@@ -143,6 +143,25 @@ def test_published_settings_are_what_the_recipes_say():
             "trainer.top_p in override 'trainer.top_p=2' must be above 0 and at most 1 (1.0 keeps every token), got 2.",
         ),
         (["trainer.top_p=0"], "must be above 0 and at most 1 (1.0 keeps every token), got 0."),
+        # transformers' traceback when the trainer was built, after recipe.yaml was written
+        (
+            ["trainer.warmup_steps=-3"],
+            "trainer.warmup_steps in override 'trainer.warmup_steps=-3' must be at least 0",
+        ),
+        (
+            ["trainer.logging_steps=0"],
+            "trainer.logging_steps in override 'trainer.logging_steps=0' must be above 0",
+        ),
+        # trained on silently: a negative clipping range or KL weight
+        (
+            ["trainer.epsilon=-1"],
+            "trainer.epsilon in override 'trainer.epsilon=-1' must be a finite number above 0",
+        ),
+        (
+            ["trainer.beta=-0.1"],
+            "trainer.beta in override 'trainer.beta=-0.1' must be a finite number, at least 0",
+        ),
+        (["trainer.adam_beta2=1"], "trainer.adam_beta2 in override 'trainer.adam_beta2=1' must be in [0, 1)"),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
         (["model.quantization=4BIT"], "must be one of none, 4bit, 8bit, got '4BIT'. Did you mean 4bit?"),
         # a choice of true/false too: 1 == True in Python, yet 1 is not one of the choices
