@@ -34,6 +34,7 @@ def say_error(message: str) -> None:
     silent when it is theirs. An error of their own, or one local rank 0 has not said, they say with their rank.
     """
     line = f"error: {message}"
+    _close_progress_bars()
     error_file, local_rank = os.environ.get("TORCHELASTIC_ERROR_FILE"), os.environ.get("LOCAL_RANK", "0")
     if local_rank == "0":
         _write_error_file(error_file, line)  # first: the other processes are waiting for it
@@ -51,6 +52,16 @@ def say_error(message: str) -> None:
         return
     _write_error_file(error_file, line)
     print(f"error (rank {os.environ.get('RANK', local_rank)}): {message}", file=sys.stderr)
+
+
+def _close_progress_bars() -> None:
+    """End a training or evaluation bar an error cut short, so the error starts a line of its own rather than
+    following "1/8 [00:00<00:02, 2.44it/s]" on the bar's."""
+    tqdm = sys.modules.get(
+        "tqdm"
+    )  # only a process that drew a bar has it, and only such a process needs this
+    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+        bar.close()
 
 
 def _said(error_file: Path) -> dict | None:

@@ -97,3 +97,16 @@ def test_under_torchrun_a_machines_processes_say_an_error_once_and_their_own_wit
     }
     assert say("1", "no such file") == "error (rank 3): no such file\n"
     assert json.loads(files["1"].read_text())["message"] == "error: no such file"
+
+
+def test_an_error_during_a_progress_bar_starts_a_line_of_its_own(capsys, monkeypatch):
+    """A reward's error mid-training followed the bar on its line: "1/8 [00:00<00:02, 2.44it/s]error: rewards[1]"."""
+    from tqdm import tqdm
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    bar = tqdm(total=8)
+    bar.update(1)
+    say_error("rewards[1] (late_inf) returned an infinite reward at step 2")
+    err = capsys.readouterr().err
+    assert "\nerror: rewards[1] (late_inf)" in err and "it/s]error" not in err
+    assert bar.disable or bar not in tqdm._instances
