@@ -47,7 +47,8 @@ def _import(module_name: str):
             return importlib.import_module(module_name)
         except ModuleNotFoundError as e:
             top = module_name.split(".")[0]
-            if e.name != top or not (Path(f"{top}.py").is_file() or Path(top, "__init__.py").is_file()):
+            # A folder without __init__.py is a package too (a namespace package), as plug-in folders often are.
+            if e.name != top or not (Path(f"{top}.py").is_file() or Path(top).is_dir()):
                 raise
             raise ImportError(
                 f"{e}; {top} is in the working folder, which `python recipes/run.py` does not put on Python's "

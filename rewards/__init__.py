@@ -81,7 +81,9 @@ def build_rewards(
         if name in seen:
             raise RewardSpecError(
                 f"rewards[{index}] ({name}): repeats rewards[{seen[name]}]: TRL logs rewards by name "
-                f"(rewards/{name}/mean), so each may appear once."
+                f"(rewards/{name}/mean), so each may appear once. Keep one entry with the parameters you want; for "
+                f"two plug-in functions both named {name}, or one used twice with other parameters, give one a name "
+                f"of its own (def {name}_2(**kwargs): return {name}(**kwargs), beside it in its file)."
             )
         seen[name] = index
     check_correctness_pays_most(funcs, weights)

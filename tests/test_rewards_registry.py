@@ -146,6 +146,35 @@ def test_spec_errors(specs, message):
         build_rewards(specs)
 
 
+def test_a_plugin_package_in_the_working_folder_is_named_with_the_fix(tmp_path, monkeypatch):
+    """sub/r.py (no __init__.py) as sub.r:fn said only "No module named 'sub'"."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "r.py").write_text(
+        "def fn(completions, **kwargs):\n    return [0.0 for _ in completions]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        RewardSpecError, match=r"sub is in the working folder, .* write the file's path \(sub/r\.py:"
+    ):
+        build_rewards([{"path": "sub.r:fn"}])
+    funcs, _ = build_rewards([{"path": "sub/r.py:fn"}])
+    assert funcs[0](completions=[[{"role": "assistant", "content": "x"}]]) == [0.0]
+
+
+def test_two_plugins_of_one_name_are_refused_with_a_way_out(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / f"r_{folder}.py").write_text(
+            "def fn(completions, **kwargs):\n    return [0.0] * len(completions)\n"
+        )
+    specs = [{"path": f"{tmp_path}/a/r_a.py:fn"}, {"path": f"{tmp_path}/b/r_b.py:fn"}]
+    with pytest.raises(
+        RewardSpecError,
+        match=r"rewards\[1\] \(fn\): repeats rewards\[0\]: .* \(def fn_2\(\*\*kwargs\): return fn",
+    ):
+        build_rewards(specs)
+
+
 def test_every_bad_spec_is_reported_at_once():
     with pytest.raises(RewardSpecError) as error:
         build_rewards([{"name": "corectness"}, {"name": "format"}, {"name": "format", "stlye": "hash"}])
