@@ -141,7 +141,8 @@ def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = N
         (tmp / "README.md").write_text(card, encoding="utf-8")
         origin = {
             "base_model": model_section["name_or_path"],
-            "adapter": str(adapter),
+            # Absolute: the merged folder may be read from elsewhere (a URI stays as it is).
+            "adapter": str(adapter) if "://" in str(adapter) else str(Path(adapter).resolve()),
             "adapter_sha": adapter_sha(folder),
         }
         (tmp / MERGED_FROM).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")

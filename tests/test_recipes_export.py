@@ -125,15 +125,17 @@ def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tm
     )  # no history: no line
 
 
-def test_evaluating_a_merged_export_names_its_base_as_the_other_side(adapter, tmp_path, capsys):
+def test_evaluating_a_merged_export_names_its_base_as_the_other_side(adapter, tmp_path, capsys, monkeypatch):
     """Before, a merged export evaluated without --adapter was taken for a base model: the suggested command added
-    --adapter ADAPTER to the merged model itself, and stats.compare put the merged file first, as the baseline."""
+    --adapter ADAPTER to the merged model itself, and stats.compare put the merged file first, as the baseline.
+    The adapter given by a relative path is recorded absolute: merged_from.json is read from anywhere."""
     import json
     import shlex
 
     from recipes.evaluate import main as evaluate
 
-    merged = export(adapter, tmp_path / "merged")
+    monkeypatch.chdir(adapter.parent)
+    merged = export(adapter.name, tmp_path / "merged")
     origin = json.loads((merged / "merged_from.json").read_text())
     base = resolve_builtin("builtin:tiny-llama")
     assert (
