@@ -4,8 +4,10 @@ the best step, and the steps where an alarm fired or the run was stopped."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from matplotlib.ticker import PercentFormatter
+from matplotlib.transforms import offset_copy
 
 from stats.heldout_history import Evaluation, HeldoutHistory, best_evaluation
 
@@ -15,16 +17,18 @@ _ACCURACY, _REWARD, _ALARM = "tab:green", "tab:blue", "red"
 
 # A label along a vertical line fits the panel's height; the full reason is in the run's log and history.json.
 _MARK_CHARS = 40
+_MARK_WIDTH = 9  # points between the labels of one step: a line of 7-point text and a gap
 
 
-def _mark_step(ax, step: int, text: str) -> None:
-    """A dashed red vertical line with its label written along it, cut to fit inside the panel."""
+def _mark_step(ax, step: int, text: str, nth: int = 0) -> None:
+    """A dashed red vertical line with its label written along it, cut to fit inside the panel; the ``nth`` label
+    of one step goes beside the ones before it (three alarms at one step were written over each other)."""
     ax.axvline(step, color=_ALARM, linestyle="--", linewidth=1)
     label = ax.text(
         step,
         0.98,
         f" {text if len(text) <= _MARK_CHARS else text[: _MARK_CHARS - 3] + '...'}",
-        transform=ax.get_xaxis_transform(),
+        transform=offset_copy(ax.get_xaxis_transform(), fig=ax.figure, x=-_MARK_WIDTH * nth, units="points"),
         color=_ALARM,
         rotation=90,
         ha="right",
@@ -90,12 +94,13 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
     best = best_evaluation(evaluations)
     if best is not None:  # None: no evaluation has an accuracy (the grader settled none of their samples)
         _mark_best(ax, best)
-    for alarm in heldout.alarms:
-        _mark_step(ax, alarm.steps[1], f"alarm: {alarm.kind}")
-    for step, reason in heldout.resumed_stops:
-        _mark_step(ax, step, f"stopped, resumed: {reason}")
-    if heldout.stopped:
-        _mark_step(ax, heldout.stopped[0], f"stopped: {heldout.stopped[1]}")
+    marks = [(alarm.steps[1], f"alarm: {alarm.kind}") for alarm in heldout.alarms]
+    marks += [(step, f"stopped, resumed: {reason}") for step, reason in heldout.resumed_stops]
+    marks += [(heldout.stopped[0], f"stopped: {heldout.stopped[1]}")] if heldout.stopped else []
+    at_step: Counter[int] = Counter()
+    for step, text in marks:
+        _mark_step(ax, step, text, at_step[step])
+        at_step[step] += 1
     low, high = ax.get_ylim()  # an accuracy is never below 0% or above 100%, whatever the margins say
     ax.set_ylim(max(low, 0.0), min(high, 1.0))
     ax.yaxis.set_major_formatter(PercentFormatter(1.0))

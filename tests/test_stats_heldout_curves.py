@@ -119,6 +119,10 @@ def test_panel_shows_accuracy_interval_reward_best_and_alarm(run_dir):
     }
     texts = [t.get_text() for t in panel.texts]
     assert texts == ["best 40.0%", " alarm: reward_hacking", " stopped: alarm reward_hacking"]
+    # The alarm and the stop of step 10 stand side by side: they were written over each other.
+    renderer = fig.canvas.get_renderer()
+    alarm, stop = (t.get_window_extent(renderer) for t in panel.texts[1:])
+    assert not alarm.overlaps(stop) and stop.x1 <= alarm.x0
     (twin,) = [ax for ax in fig.axes if ax.get_ylabel() == "training reward"]
     assert twin.get_position().bounds == panel.get_position().bounds
     assert len(twin.lines[0].get_xdata()) == 9  # every logged reward but step 2's NaN
