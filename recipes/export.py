@@ -62,6 +62,7 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
     from callbacks.heldout_history import HISTORY_NAME, read_history
     from common.hub import card_front_matter
     from common.ranking import accuracy_text
+    from recipes.model_card import alarm_and_stop_lines
 
     lines = [*card_front_matter(base, "tags: [grpo, trl, grpo-recipes, merged-lora]"), "", f"# {name}", ""]
     lines += [
@@ -93,7 +94,7 @@ def merged_card(name: str, source: str, base: str, folder: Path) -> str:
             ),
             "",
         ]
-    return "\n".join(lines)
+    return "\n".join(lines + alarm_and_stop_lines(history or {}))
 
 
 def export(adapter: str | Path, out: str | Path, *, endpoint_url: str | None = None) -> Path:

@@ -34,6 +34,22 @@ def final_metrics(log_history: list[dict]) -> tuple[int | None, dict]:
     return None, {}
 
 
+def alarm_and_stop_lines(history: dict) -> list[str]:
+    """The alarms a run's held-out history records, and its early stops: in the adapter's card and a merged one's."""
+    lines = []
+    for alarm in history.get("alarms") or []:
+        lines += [f"Alarm {alarm['kind']} at step {alarm['steps'][-1]}: {alarm.get('message', '')}", ""]
+    for stop in history.get("resumed_stops") or []:
+        lines += [
+            f"The run was stopped at step {stop['step']} ({stop['reason']}) and then resumed past it.",
+            "",
+        ]
+    if history.get("stopped"):
+        stopped = history["stopped"]
+        lines += [f"The run ended early at step {stopped['step']}: {stopped['reason']}.", ""]
+    return lines
+
+
 def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
     """The held-out results of a run (callbacks/heldout.py's history): last and best accuracy, why it stopped
     early, and where the best checkpoint is when it is not this adapter (the last evaluation is the final step's:
@@ -54,16 +70,7 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
         ),
         "",
     ]
-    for alarm in history.get("alarms") or []:
-        lines += [f"Alarm {alarm['kind']} at step {alarm['steps'][-1]}: {alarm.get('message', '')}", ""]
-    for stop in history.get("resumed_stops") or []:
-        lines += [
-            f"The run was stopped at step {stop['step']} ({stop['reason']}) and then resumed past it.",
-            "",
-        ]
-    if history.get("stopped"):
-        stopped = history["stopped"]
-        lines += [f"The run ended early at step {stopped['step']}: {stopped['reason']}.", ""]
+    lines += alarm_and_stop_lines(history)
     base = next((e for e in evaluations if e["step"] == 0 and e["accuracy"] is not None), None)
     if base and best["step"] != 0 and best["accuracy"] is not None and best["accuracy"] <= base["accuracy"]:
         lines += [

@@ -168,3 +168,25 @@ def test_evaluating_a_merged_export_names_its_base_as_the_other_side(adapter, tm
         "merged_from.json: expected the JSON export.py writes, with a base_model key"
         in capsys.readouterr().err
     )
+
+
+def test_the_merged_card_keeps_the_runs_alarms_and_early_stop(tmp_path):
+    """The adapter's card named a reward-hacking alarm and the stop it caused; the merged model's card dropped both."""
+    import json
+
+    from recipes.export import merged_card
+
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 50}))
+    evaluation = {"questions": 200, "samples": 1}
+    history = {
+        "format": 1,
+        "evaluations": [{**evaluation, "step": s, "accuracy": a} for s, a in ((0, 0.155), (50, 0.0))],
+        "alarms": [
+            {"kind": "reward_hacking", "steps": [0, 50], "message": "reward rose while accuracy fell"}
+        ],
+        "stopped": {"step": 50, "reason": "alarm reward_hacking"},
+    }
+    (tmp_path / "heldout.json").write_text(json.dumps(history))
+    card = merged_card("merged", "`run`", "builtin:tiny-llama", tmp_path)
+    assert "Alarm reward_hacking at step 50: reward rose while accuracy fell" in card
+    assert "The run ended early at step 50: alarm reward_hacking." in card
