@@ -21,8 +21,10 @@ _SECRET_ASSIGNMENT = re.compile(
     r"(?P<name>(?<![\w.])[\w.]*?(?:token|secret|password|api_key)\s*(?:=|:\s)\s*['\"]?)(?P<value>[^\s'\",}]+)",
     re.IGNORECASE,
 )
-# Values no credential takes, kept in sight: a count (``min_token: 3``, a misspelt ``min_tokens``) or true/false.
-_PLAIN_VALUE = re.compile(r"-?\d{1,6}(?:\.\d+)?|true|false", re.IGNORECASE)
+# A key naming tokens, whose count or true/false is kept in sight (``min_token: 3``, a misspelt ``min_tokens``;
+# ``token: true`` reads the stored login); a password, secret or API key is hidden whatever it is.
+_TOKEN_KEY = re.compile(r"token\s*(?:=|:\s)\s*['\"]?$", re.IGNORECASE)
+_PLAIN_VALUE = re.compile(r"\d{1,6}|true|false", re.IGNORECASE)
 
 WHERE_CREDENTIALS_BELONG = (
     "credentials belong in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY or AWS_PROFILE for S3, "
@@ -45,7 +47,10 @@ def redact(text: str) -> str:
     'rewards=[{name: correctness, min_token: 3}] trainer.model_init_kwargs={token: true}'
     """
     text = _SECRET_ASSIGNMENT.sub(
-        lambda m: m[0] if _PLAIN_VALUE.fullmatch(m["value"]) else f"{m['name']}***", text
+        lambda m: (
+            m[0] if _TOKEN_KEY.search(m["name"]) and _PLAIN_VALUE.fullmatch(m["value"]) else f"{m['name']}***"
+        ),
+        text,
     )
     return _QUERY_SECRET.sub(r"\g<name>***", _USERINFO.sub(r"\g<scheme>***@", text))
 

@@ -76,8 +76,8 @@ def heldout_lines(history: dict | None, output_dir: str) -> list[str]:
         lines += [
             (
                 f"No checkpoint beat the model before training on held-out accuracy (step 0: {base['accuracy']:.1%}; "
-                f"the best checkpoint, step {best['step']}: {best['accuracy']:.1%}): the base model did better than "
-                "any adapter this run saved."
+                f"the best checkpoint, step {best['step']}: {best['accuracy']:.1%}): the base model did as well as or "
+                "better than every adapter this run saved."
             ),
             "",
         ]

@@ -164,12 +164,12 @@ RANGES: dict[str, tuple[Any, str]] = {
     "trainer.top_p": (lambda v: 0 < v <= 1, "above 0 and at most 1 (1.0 keeps every token)"),
     # Else transformers' traceback when the trainer is built (warmup, logging), or trained on silently (the rest).
     "trainer.warmup_steps": (
-        lambda v: v >= 0,
-        "at least 0 (steps; a number below 1 is a share of the run's steps)",
+        lambda v: 0 <= v < 1 or math.isfinite(v) and v == int(v) and v > 0,
+        "a whole number of steps, at least 0, or a number below 1: a share of the run's steps",
     ),
     "trainer.logging_steps": (
-        lambda v: v > 0,
-        "above 0 (steps between logs; below 1, a share of the run's steps)",
+        lambda v: 0 < v < 1 or math.isfinite(v) and v == int(v) and v > 0,
+        "a whole number of steps, at least 1, or a number below 1: a share of the run's steps",
     ),
     "trainer.epsilon": (
         lambda v: math.isfinite(v) and v > 0,

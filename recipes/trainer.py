@@ -25,22 +25,17 @@ logger = logging.getLogger("recipes.run")
 
 
 class NanRefused:
-    """A reward function whose NaN stops the run: TRL turns None ("does not apply") into NaN before adding rewards
-    up, so a NaN of the function's own would pass for None, silently left out of the sum. Checked where the
-    function returns, the only place the two still differ."""
+    """A reward function that notes its own NaN: TRL turns None ("does not apply") into NaN before adding rewards
+    up, so a NaN of the function's would pass for None, silently left out of the sum. Noted where the function
+    returns, the only place the two still differ; the trainer refuses it once every process has said (one process
+    raising alone would leave the others waiting in TRL's gather of the rewards)."""
 
-    def __init__(self, func, index: int, name: str):
-        self.func, self.index, self.__name__ = func, index, name
+    def __init__(self, func, name: str):
+        self.func, self.__name__, self.returned_nan = func, name, False
 
     def __call__(self, *args, **kwargs):
         values = self.func(*args, **kwargs)
-        for position, value in enumerate(values):
-            if isinstance(value, numbers.Real) and math.isnan(value):
-                raise UserError(
-                    f"rewards[{self.index}] ({self.__name__}) returned nan for completion {position} of a batch: a "
-                    "NaN would be read as None (the reward does not apply) and left out of the sum. Return a finite "
-                    "float per completion, or None where the reward does not apply."
-                )
+        self.returned_nan |= any(isinstance(value, numbers.Real) and math.isnan(value) for value in values)
         return values
 
 
@@ -62,10 +57,8 @@ class RecipeGRPOTrainer(GRPOTrainer):
     ):
         super().__init__(*args, **kwargs)
         self.reward_funcs = [
-            func
-            if isinstance(func, torch.nn.Module) or is_async_callable(func)
-            else NanRefused(func, index, name)
-            for index, (func, name) in enumerate(zip(self.reward_funcs, self.reward_func_names))
+            func if isinstance(func, torch.nn.Module) or is_async_callable(func) else NanRefused(func, name)
+            for func, name in zip(self.reward_funcs, self.reward_func_names)
         ]
         self.merged_generation = merged_generation
         self.compiled_generation = compiled_generation
@@ -137,6 +130,22 @@ class RecipeGRPOTrainer(GRPOTrainer):
                 f"rewards[{index}] ({self.reward_func_names[index]}) returned an infinite reward at step "
                 f"{self.state.global_step + 1}: GRPO normalises rewards within each group of completions, and an "
                 "infinite one leaves nothing to learn from (the loss would be 0 from here on). Return a finite "
+                "float per completion, or None where the reward does not apply."
+            )
+        noted = [isinstance(f, NanRefused) and f.returned_nan for f in self.reward_funcs]
+        for func in self.reward_funcs:
+            if isinstance(func, NanRefused):
+                func.returned_nan = False
+        # Every process gathers every process's notes, so all of them stop at this step together.
+        noted = (
+            self.accelerator.gather(torch.tensor(noted, device=rewards.device))
+            .view(-1, len(noted))
+            .any(dim=0)
+        )
+        for index in noted.nonzero().flatten().tolist():
+            raise UserError(
+                f"rewards[{index}] ({self.reward_func_names[index]}) returned nan at step {self.state.global_step + 1}"
+                ": TRL reads a NaN as None (the reward does not apply) and leaves it out of the sum. Return a finite "
                 "float per completion, or None where the reward does not apply."
             )
         return rewards

@@ -76,14 +76,20 @@ def build_rewards(
     funcs = [func for func, _ in built]
     weights = [weight_of(spec) for _, spec in built]
     seen: dict[str, int] = {}
-    for index, func in enumerate(funcs):
+    for index, (func, (_, spec)) in enumerate(zip(funcs, built)):
         name = reward_name(func)
         if name in seen:
+            # A plug-in's function can be given a second name; a registered reward's cannot.
+            rename = (
+                f"; for a plug-in function used twice (or two of one name), give one a name of its own (def "
+                f"{name}_2(**kwargs): return {name}(**kwargs), beside it in its file)"
+                if "path" in spec
+                else ""
+            )
             raise RewardSpecError(
                 f"rewards[{index}] ({name}): repeats rewards[{seen[name]}]: TRL logs rewards by name "
-                f"(rewards/{name}/mean), so each may appear once. Keep one entry with the parameters you want; for "
-                f"two plug-in functions both named {name}, or one used twice with other parameters, give one a name "
-                f"of its own (def {name}_2(**kwargs): return {name}(**kwargs), beside it in its file)."
+                f"(rewards/{name}/mean), so each may appear once. Keep one entry with the parameters you want"
+                f"{rename}."
             )
         seen[name] = index
     check_correctness_pays_most(funcs, weights)

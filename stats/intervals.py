@@ -25,7 +25,8 @@ from scipy import stats
 
 METHOD = (
     "Wilson score interval over questions; with several samples per question, at the effective sample size of the "
-    "question clusters (p(1-p) / cluster-robust variance, at most the samples)"
+    "question clusters (p(1-p) / cluster-robust variance, at most the samples) and Student's t critical value "
+    "(questions - 1 degrees of freedom)"
 )
 
 

@@ -17,6 +17,8 @@ from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 
 # Largest exact sign-flip enumeration, in (number of weights) x (sum of weights) array cells: about a second.
 _EXACT_MAX_CELLS = 50_000_000
+# Most nonzero differences whose sign assignments are listed one by one when the table does not fit: 2^12 sums.
+_LISTED_MAX = 12
 # Monte Carlo sign assignments are drawn in batches of at most this many array cells (bounds memory).
 _MC_BATCH_CELLS = 2_000_000
 
@@ -124,6 +126,17 @@ def monte_carlo_sign_flip_pvalue(values: list[int], observed: int, *, resamples:
     return (hits + 1) / (resamples + 1)
 
 
+def listed_sign_flip_pvalue(values: list[int], observed: int) -> float:
+    """The exact two-sided p-value of ``T = sum(s_i * v_i)`` from the ``2**n`` sign assignments listed one by one,
+    for few values whose sum is too large for `exact_sign_flip_pvalue`'s table (coprime sample counts of an
+    interrupted evaluation scale the differences to large integers). Python integers: no overflow."""
+    hits = sum(
+        abs(sum(v if mask >> i & 1 else -v for i, v in enumerate(values))) >= abs(observed)
+        for mask in range(2 ** len(values))
+    )
+    return hits / 2 ** len(values)
+
+
 def _fits_exact(weights: list[int]) -> bool:
     return len(weights) * (sum(weights) + 1) <= _EXACT_MAX_CELLS
 
@@ -206,6 +219,9 @@ def sign_flip(diffs: list[Fraction], *, seed: int = 0, resamples: int = 100_000)
     if _fits_exact([abs(v) for v in ints]):
         p = exact_sign_flip_pvalue([abs(v) for v in ints], sum(ints))
         how = f"exact over all 2^{len(ints)} sign assignments of the nonzero differences"
+    elif len(ints) <= _LISTED_MAX:  # Monte Carlo could report a p below the exact test's floor of 2 / 2^n
+        p = listed_sign_flip_pvalue(ints, sum(ints))
+        how = f"exact over all 2^{len(ints)} sign assignments of the nonzero differences, listed"
     else:
         p = monte_carlo_sign_flip_pvalue(ints, sum(ints), resamples=resamples, seed=seed)
         how = f"Monte Carlo over {resamples} random sign assignments (seed {seed})"

@@ -73,7 +73,7 @@ def paired_power(diffs: list[Fraction]) -> PowerSummary:
         else f"with {len(diffs)} questions the sign-flip test cannot go below p = {floor:.4g}"
     )
     if dz == 0:
-        return PowerSummary(dz, detectable, None, reason or "the observed mean difference is zero")
+        return PowerSummary(dz, detectable, None, "the observed mean difference is zero")
     needed = _solve(effect_size=abs(dz), nobs=None)
     return PowerSummary(
         dz, detectable, max(math.ceil(needed), MIN_QUESTIONS) if needed is not None else None, reason

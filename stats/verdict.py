@@ -65,12 +65,13 @@ def _verdict(c: Comparison) -> str:
             f"at alpha {ALPHA} (tuned - baseline = {points(c.difference)} points{ci}); {test}. Evaluate more "
             "questions."
         )
-    low, high = c.difference_ci95 or (0.0, 0.0)
+    # No interval (every question changed by the same amount): nothing for the p-value to disagree with.
+    includes_0 = c.difference_ci95 is not None and c.difference_ci95[0] <= 0 <= c.difference_ci95[1]
     if primary.p_value < ALPHA:
         direction = "better" if c.difference > 0 else "worse"
         borderline = (
             "; borderline: the paired t interval includes 0, so confirm on more questions"
-            if low <= 0 <= high
+            if includes_0
             else ""
         )
         return (
@@ -82,7 +83,7 @@ def _verdict(c: Comparison) -> str:
     borderline = (
         " Borderline: the paired t interval excludes 0 but the primary test is above alpha; evaluate more questions "
         "before reading it either way."
-        if c.difference_ci95 is not None and not low <= 0 <= high
+        if c.difference_ci95 is not None and not includes_0
         else ""
     )
     return (

@@ -131,3 +131,5 @@ def test_an_override_with_a_misspelt_count_is_echoed_with_its_value():
         load_recipe("gsm8k_tiny", ["rewards=[{name: correctness, min_token: 3}]"])
     assert "override 'rewards=[{name: correctness, min_token: 3}]'" in str(raised.value)
     assert redact("x.hub_token=123456789 y.token=hf_abc") == "x.hub_token=*** y.token=***"
+    for hidden in ("db.password=123456", "password: 2024", "secret=-12", "api_key=42.5", "min_token=1.5"):
+        assert redact(hidden).endswith("***"), hidden

@@ -92,3 +92,28 @@ def test_a_recipes_ddp_timeout_reaches_the_process_group(monkeypatch):
         with pytest.raises(Stop):
             train(load_recipe("gsm8k_tiny", overrides))
         assert given.get("timeout") == timeout  # unset: torch's own default, not GRPOConfig's 1800 s
+
+
+@pytest.mark.slow  # two processes train a step
+def test_a_nan_reward_on_one_process_stops_every_process_at_the_same_step(tmp_path):
+    """Raised where the reward returned, on rank 1 alone, rank 0 was left waiting in TRL's gather of the rewards
+    until the launcher killed it: every process now stops at the step, and the error is said once."""
+    plugin = tmp_path / "rank_nan.py"
+    plugin.write_text(
+        "import os\n\n\n"
+        "def nan_on_rank_1(completions, id, **kwargs):\n"
+        "    bad = os.environ['RANK'] == '1'\n"
+        "    return [float('nan') if bad and i != 'probe-0' else 0.0 for i in id]\n"
+    )
+    result = subprocess.run(
+        [*accelerate_launcher(2), "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={tmp_path / 'out'}",
+         "trainer.max_steps=2", "heldout.enabled=false",
+         f"rewards=[{{name: format, style: hash}}, {{path: '{plugin}:nan_on_rank_1', weight: 0.1}}]"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 1
+    said = [line for line in result.stderr.splitlines() if "returned nan" in line]
+    assert said[0].startswith(
+        "error: rewards[1] (nan_on_rank_1) returned nan at step 1: TRL reads a NaN as None"
+    )
+    assert not any(line.startswith("error (rank") for line in said), result.stderr[-3000:]

@@ -146,11 +146,11 @@ def test_published_settings_are_what_the_recipes_say():
         # transformers' traceback when the trainer was built, after recipe.yaml was written
         (
             ["trainer.warmup_steps=-3"],
-            "trainer.warmup_steps in override 'trainer.warmup_steps=-3' must be at least 0",
+            "trainer.warmup_steps in override 'trainer.warmup_steps=-3' must be a whole number of steps, at least 0",
         ),
         (
             ["trainer.logging_steps=0"],
-            "trainer.logging_steps in override 'trainer.logging_steps=0' must be above 0",
+            "trainer.logging_steps in override 'trainer.logging_steps=0' must be a whole number of steps, at least 1",
         ),
         # trained on silently: a negative clipping range or KL weight
         (
@@ -161,6 +161,7 @@ def test_published_settings_are_what_the_recipes_say():
             ["trainer.beta=-0.1"],
             "trainer.beta in override 'trainer.beta=-0.1' must be a finite number, at least 0",
         ),
+        (["trainer.warmup_steps=.inf"], "must be a whole number of steps, at least 0, or a number below 1"),
         (["trainer.adam_beta2=1"], "trainer.adam_beta2 in override 'trainer.adam_beta2=1' must be in [0, 1)"),
         (["model.quantization=3bit"], "must be one of none, 4bit, 8bit, got '3bit'. Did you mean 8bit?"),
         (["model.quantization=4BIT"], "must be one of none, 4bit, 8bit, got '4BIT'. Did you mean 4bit?"),

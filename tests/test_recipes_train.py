@@ -131,7 +131,7 @@ def test_a_nan_reward_stops_the_run_naming_the_reward(tmp_path):
          f"rewards=[{{name: format, style: hash}}, {{path: '{plugin}', weight: 0.1}}]"],
     )  # fmt: skip
     with pytest.raises(
-        UserError, match=r"rewards\[1\] \(nan_in_training\) returned nan for completion 0 of a batch"
+        UserError, match=r"rewards\[1\] \(nan_in_training\) returned nan at step 1: TRL reads a NaN as None"
     ):
         build_trainer(recipe).train()
 

@@ -312,6 +312,7 @@ def test_defaults_are_three_examples_and_100000_monte_carlo_assignments_from_see
     from stats.compare import compare
 
     monkeypatch.setattr(paired, "_EXACT_MAX_CELLS", 1)  # too small to enumerate: the Monte Carlo fallback
+    monkeypatch.setattr(paired, "_LISTED_MAX", 0)
     # Five questions both models get right, five both get wrong, three the tuned model gets right.
     base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([2] * 5 + [0] * 8, 2))
     tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([2] * 5 + [0] * 5 + [2] * 3, 2))

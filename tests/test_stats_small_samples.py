@@ -99,6 +99,10 @@ def test_exact_enumeration_is_used_up_to_the_budget_inclusive(monkeypatch):
     assert "exact over all 2^3" in result.method
     assert result.p_value == pytest.approx(6 / 8)  # |+-1 +-2 +-1| >= 2 on 6 of the 8 assignments
     monkeypatch.setattr(paired, "_EXACT_MAX_CELLS", 14)
+    listed = paired.sign_flip(diffs, resamples=10)  # 3 differences: listed one by one, still exact
+    assert "exact over all 2^3 sign assignments of the nonzero differences, listed" in listed.method
+    assert listed.p_value == 6 / 8
+    monkeypatch.setattr(paired, "_LISTED_MAX", 2)
     assert "Monte Carlo over 10 " in paired.sign_flip(diffs, resamples=10).method
     result = paired.sign_flip(diffs)  # the defaults: 100,000 assignments from seed 0
     assert "Monte Carlo over 100000 random sign assignments (seed 0)" in result.method

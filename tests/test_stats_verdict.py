@@ -61,6 +61,14 @@ def test_a_clear_gain_is_not_called_borderline(capsys, tmp_path):
     )
 
 
+def test_a_gain_with_no_interval_is_not_called_borderline(capsys, tmp_path):
+    """Every question 0/1 -> 1/1: the t interval is undefined (no spread), which read as "includes 0"."""
+    out = _compare(capsys, tmp_path, [0] * 10, [1] * 10, 1)
+    verdict = out.strip().splitlines()[-1]
+    assert verdict.startswith("Verdict: the tuned model is better than the baseline by 100.0 points")
+    assert "orderline" not in verdict
+
+
 def test_files_with_other_sample_counts_leave_wilcoxon_out_and_say_why(capsys, tmp_path):
     """1 sample against 16: Wilcoxon read 11-20% false positives at alpha 0.05 in simulation, and most questions
     "changed" with no true difference."""
@@ -85,3 +93,17 @@ def test_equal_sample_counts_keep_wilcoxon_and_say_nothing(capsys, tmp_path):
     assert "Note: the files hold" not in out and "not shown" not in out
     wilcoxon = next(line for line in out.splitlines() if line.lstrip().startswith("wilcoxon"))
     assert "p = " in wilcoxon
+
+
+def test_few_questions_of_coprime_sample_counts_are_enumerated_not_sampled(capsys, tmp_path):
+    """61/59/53/47/43 samples (an interrupted evaluation) scaled the differences past the table's budget: Monte
+    Carlo read p = 0.0619 under the verdict's own floor of 0.0625."""
+    sizes = [61, 59, 53, 47, 43]
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([0] * 5, sizes))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([n - 1 for n in sizes], sizes))
+    out = run_compare(capsys, base, tuned, "--seed", "1")[1]
+    sign_flip = next(line for line in out.splitlines() if line.lstrip().startswith("sign_flip"))
+    assert (
+        "p = 0.0625" in sign_flip
+        and "exact over all 2^5 sign assignments of the nonzero differences, listed" in sign_flip
+    )
