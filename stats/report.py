@@ -8,7 +8,7 @@ from stats.groups import GroupBreakdown, GroupResult
 from stats.paired import TestResult
 from stats.pass_at_k import pass_at_k_json, pass_at_k_lines
 from stats.power import ALPHA, POWER
-from stats.verdict import ci_points, format_p, p_floor, points, verdict
+from stats.verdict import ci_points, format_p, p_floor, points, verdict, verdict_kind
 
 PAIRED_TESTS = ("sign_flip", "paired_t", "wilcoxon", "mcnemar")
 INDEPENDENCE_TESTS = ("two_proportion_z", "welch_t")
@@ -257,6 +257,7 @@ def to_json(c: Comparison) -> dict:
         },
         "pass_at_k": pass_at_k_json(c.pass_at_k),
         "verdict": verdict(c),
+        "verdict_kind": dict(zip(("kind", "borderline"), verdict_kind(c))),
     }
     if c.groups is not None:
         out["groups"] = _groups_json(c.groups)

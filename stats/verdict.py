@@ -47,10 +47,28 @@ def verdict(c: Comparison) -> str:
     )
 
 
+def verdict_kind(c: Comparison) -> tuple[str, bool]:
+    """What the verdict says, for machines (``--json``): ``better``, ``worse``, ``no_significant_difference``,
+    ``undecided`` (the primary test cannot reach alpha with so few changed questions) or ``nothing_to_test``; and
+    whether it is borderline (the p-value and the t interval on either side of alpha)."""
+    primary = c.tests[PRIMARY_TEST]
+    if primary is None or primary.p_value is None:
+        return "nothing_to_test", False
+    if p_floor(c.improved + c.regressed) > ALPHA:
+        return "undecided", False
+    # No interval (every question changed by the same amount): nothing for the p-value to disagree with.
+    ci = c.difference_ci95
+    excludes_0 = ci is not None and not ci[0] <= 0 <= ci[1]
+    if primary.p_value < ALPHA:
+        return ("better" if c.difference > 0 else "worse"), ci is not None and not excludes_0
+    return "no_significant_difference", excludes_0
+
+
 def _verdict(c: Comparison) -> str:
     primary = c.tests[PRIMARY_TEST]
     n = len(c.ids)
-    if primary is None or primary.p_value is None:
+    kind, borderline = verdict_kind(c)
+    if kind == "nothing_to_test":
         return (
             f"Verdict: no difference to test: both models have the same accuracy on each of the {n} questions "
             "(the paired tests are undefined)."
@@ -58,35 +76,32 @@ def _verdict(c: Comparison) -> str:
     test = f"sign-flip permutation test on {n} paired questions, p = {format_p(primary.p_value)} (primary)"
     ci = "" if c.difference_ci95 is None else f", 95% CI {ci_points(c.difference_ci95)}"
     changed = c.improved + c.regressed
-    if p_floor(changed) > ALPHA:
+    if kind == "undecided":
         return (
             f"Verdict: undecided: the accuracy changed on only {changed} of the {n} questions, and with {changed} "
             f"the sign-flip test cannot go below p = {p_floor(changed):.4g}, so no difference could be significant "
             f"at alpha {ALPHA} (tuned - baseline = {points(c.difference)} points{ci}); {test}. Evaluate more "
             "questions."
         )
-    # No interval (every question changed by the same amount): nothing for the p-value to disagree with.
-    includes_0 = c.difference_ci95 is not None and c.difference_ci95[0] <= 0 <= c.difference_ci95[1]
-    if primary.p_value < ALPHA:
-        direction = "better" if c.difference > 0 else "worse"
-        borderline = (
+    if kind in ("better", "worse"):
+        caveat = (
             "; borderline: the paired t interval includes 0, so confirm on more questions"
-            if includes_0
+            if borderline
             else ""
         )
         return (
-            f"Verdict: the tuned model is {direction} than the baseline by {abs(100 * c.difference):.1f} "
-            f"points{ci}; {test}{borderline}."
+            f"Verdict: the tuned model is {kind} than the baseline by {abs(100 * c.difference):.1f} "
+            f"points{ci}; {test}{caveat}."
         )
     power = c.power.detectable_difference
     reach = f"; this design detects about {100 * power:.1f} points at 80% power" if power is not None else ""
-    borderline = (
+    caveat = (
         " Borderline: the paired t interval excludes 0 but the primary test is above alpha; evaluate more questions "
         "before reading it either way."
-        if c.difference_ci95 is not None and not includes_0
+        if borderline
         else ""
     )
     return (
         f"Verdict: no significant difference at alpha {ALPHA} (tuned - baseline = "
-        f"{points(c.difference)} points{ci}); {test}{reach}.{borderline}"
+        f"{points(c.difference)} points{ci}); {test}{reach}.{caveat}"
     )

@@ -36,6 +36,7 @@ def test_five_changed_questions_are_undecided_not_no_difference(capsys, tmp_path
     assert "questions needed to detect the observed +80.0 points = 6" in power  # t alone says 3
     result = json.loads(run_compare(capsys, tmp_path / "b.jsonl", tmp_path / "t.jsonl", "--json")[1])
     assert result["power"]["detectable_difference"] is None and result["power"]["questions_needed"] == 6
+    assert result["verdict_kind"] == {"kind": "undecided", "borderline": False}
 
 
 def test_a_p_value_above_alpha_with_an_interval_excluding_zero_is_called_borderline(capsys, tmp_path):
@@ -50,6 +51,8 @@ def test_a_p_value_above_alpha_with_an_interval_excluding_zero_is_called_borderl
         "Borderline: the paired t interval excludes 0 but the primary test is above alpha; evaluate more questions "
         "before reading it either way."
     )
+    result = json.loads(run_compare(capsys, tmp_path / "b.jsonl", tmp_path / "t.jsonl", "--json")[1])
+    assert result["verdict_kind"] == {"kind": "no_significant_difference", "borderline": True}
 
 
 def test_a_clear_gain_is_not_called_borderline(capsys, tmp_path):
@@ -67,6 +70,8 @@ def test_a_gain_with_no_interval_is_not_called_borderline(capsys, tmp_path):
     verdict = out.strip().splitlines()[-1]
     assert verdict.startswith("Verdict: the tuned model is better than the baseline by 100.0 points")
     assert "orderline" not in verdict
+    result = json.loads(run_compare(capsys, tmp_path / "b.jsonl", tmp_path / "t.jsonl", "--json")[1])
+    assert result["verdict_kind"] == {"kind": "better", "borderline": False}
 
 
 def test_files_with_other_sample_counts_leave_wilcoxon_out_and_say_why(capsys, tmp_path):
@@ -91,6 +96,14 @@ def test_files_with_other_sample_counts_leave_wilcoxon_out_and_say_why(capsys, t
 def test_equal_sample_counts_keep_wilcoxon_and_say_nothing(capsys, tmp_path):
     out = _compare(capsys, tmp_path, [1, 2, 0, 3, 2, 1, 0, 2], [3, 2, 1, 3, 3, 2, 1, 3], 3)
     assert "Note: the files hold" not in out and "not shown" not in out
+    wilcoxon = next(line for line in out.splitlines() if line.lstrip().startswith("wilcoxon"))
+    assert "p = " in wilcoxon
+
+
+def test_one_question_of_many_with_other_counts_keeps_wilcoxon(capsys, tmp_path):
+    """15 against 16 samples on 1 of 40 questions (an interrupted file, warned of as uneven) barely matters."""
+    out = _compare(capsys, tmp_path, [8] * 40, [9] * 39 + [10], [15] + [16] * 39, 16)
+    assert "Note: the files hold" not in out
     wilcoxon = next(line for line in out.splitlines() if line.lstrip().startswith("wilcoxon"))
     assert "p = " in wilcoxon
 
