@@ -82,9 +82,10 @@ def test_quantized_weights_match_bitsandbytes_storage():
         plan_memory(recipe_config(model={"quantization": "8bit"}), model_config=config).weights
         == unquantized + int8
     )
-    # TRL casts adapters of a quantized base to bf16, and torch AdamW keeps its states in the parameter dtype
-    assert qlora.adapter_dtype == "bfloat16" and qlora.lora_params == qlora.trainable_params * 2
-    assert qlora.optimizer_states == qlora.trainable_params * 2 * 2
+    # TRL casts adapters of a quantized base to bf16 and recipes/trainer.py back to fp32; torch AdamW keeps its
+    # states in the parameter dtype
+    assert qlora.adapter_dtype == "float32" and qlora.lora_params == qlora.trainable_params * 4
+    assert qlora.optimizer_states == qlora.trainable_params * 2 * 4
     assert qlora.dequant_buffer == 640 * 256 * 2
 
 

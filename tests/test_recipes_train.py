@@ -98,10 +98,15 @@ def test_four_bit_base_builds_and_trains_a_step(tmp_path, tiny_model_dir):
     import bitsandbytes as bnb
 
     assert any(isinstance(m, bnb.nn.Linear4bit) for m in trainer.model.modules())
+    # TRL casts a quantized model's adapter to bfloat16, where RL's small Adam steps round away: float32 here.
+    trainable = [p for p in trainer.model.parameters() if p.requires_grad]
+    assert trainable and {p.dtype for p in trainable} == {torch.float32}
     lora_b = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}
     trainer.train()
     assert trainer.state.global_step == 1
     assert any(not torch.equal(p, dict(trainer.model.named_parameters())[n]) for n, p in lora_b.items())
+    state = next(iter(trainer.optimizer.state.values()))
+    assert state["exp_avg"].dtype == torch.float32
 
 
 def test_an_infinite_reward_stops_the_run_naming_the_reward(tmp_path):

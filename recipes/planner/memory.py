@@ -13,8 +13,8 @@ Resident for the whole run:
   weights         params x w; 4-bit NF4 linears: ceil(n/2) packed bytes + per 64-weight block a uint8 absmax
                   (double quantisation) + one fp32 per 256 blocks + 1,092 bytes of codebooks and offset per linear;
                   8-bit linears: n bytes + one fp32 scale per output row. Embeddings, lm_head and norms stay at w.
-  lora params     trainable x bytes: fp32 (peft upcasts adapters of a bf16/fp16 base), bf16 on a quantized base
-                  (TRL casts them, following QLoRA). No fp32 master copy: AdamW updates the adapters in place.
+  lora params     trainable x 4 bytes: fp32 (peft upcasts adapters of a bf16/fp16 base; on a quantized base TRL casts
+                  them to bf16 and recipes/trainer.py back). No master copy: AdamW updates the adapters in place.
   optimizer       trainable x states x bytes: torch AdamW 2 states in the adapter dtype, bitsandbytes 32-bit
                   2 x 4, 8-bit 2 x 1; Lion 1 state; SGD none (see OPTIMIZERS).
   reference model 0: with LoRA and beta > 0 the reference is the same model with the adapter disabled.
@@ -202,7 +202,7 @@ def plan_memory(
     quant, w = model["quantization"], DTYPE_BYTES[dtype]
     autocast = bool(t["fp16"]) or t["bf16"] is not False
     a = 2 if autocast else w
-    lora_bytes = 2 if quant != "none" else 4
+    lora_bytes = 4  # float32 adapters, on a quantized base too (recipes/trainer.py)
     targets = lora_targets(shape, lora["target_modules"])
     trainable = sum(lora["r"] * (x.in_features + x.out_features) for x in targets)
     trainable += embedding_adapter_params(shape, lora["target_modules"], lora["r"])
