@@ -44,6 +44,11 @@ def grpo_config(recipe):
     # the CPU; otherwise each would silently train alone. A machine fact, so it is decided here, not at load.
     if "trainer.use_cpu" not in recipe.origins:
         trainer["use_cpu"] = not torch.cuda.is_available()
+    # Unset, vLLM sizes its KV cache for the model's whole context (131,072 tokens for Llama 3.1: 16 GiB for one
+    # sequence) and refuses to start in the share --plan gives it; a run needs prompt plus completion.
+    prompt_tokens = recipe.config["data"].get("max_prompt_tokens")
+    if trainer.get("use_vllm") and trainer.get("vllm_max_model_length") is None and prompt_tokens:
+        trainer["vllm_max_model_length"] = prompt_tokens + trainer["max_completion_length"]
     return GRPOConfig(**trainer)
 
 

@@ -341,3 +341,17 @@ def test_overrides_given_as_one_string_are_refused_with_the_list_form():
         RecipeError, match=r"overrides must be a list .* got the string 'trainer.max_steps=8': write a list"
     ):
         load_recipe("gsm8k_tiny", "trainer.max_steps=8")
+
+
+def test_a_vllm_run_sizes_vllms_context_to_prompt_plus_completion():
+    """Unset, vLLM planned for Llama 3.1's 131,072-token context (16 GiB of KV cache for one sequence) and would not
+    start in the colocate share --plan advises; a recipe's own setting is kept."""
+    from recipes.run import grpo_config
+
+    config = grpo_config(load_recipe("gsm8k_llama", ["trainer.use_vllm=true"]))
+    assert config.vllm_max_model_length == 256 + 512
+    mine = grpo_config(
+        load_recipe("gsm8k_llama", ["trainer.use_vllm=true", "trainer.vllm_max_model_length=4096"])
+    )
+    assert mine.vllm_max_model_length == 4096
+    assert grpo_config(load_recipe("gsm8k_llama")).vllm_max_model_length is None  # no vLLM: left alone
