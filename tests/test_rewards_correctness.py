@@ -52,6 +52,19 @@ def test_reasoning_gate_counts_only_the_text_before_the_final_answer():
     assert _run(Correctness(), [early, late], [100, 100]) == [5.0, 5.0]
 
 
+@pytest.mark.parametrize("recipe", ["gsm8k_llama", "gsm8k_qwen", "math_qwen", "math_qwen_math"])
+def test_the_shipped_gpu_recipes_gate_on_reasoning_not_the_whole_completion(recipe):
+    """Their comments promised a gate on reasoning tokens, but the gate counted the answer block and EOS too."""
+    from recipes.recipe import load_recipe, reward_defaults
+    from rewards import build_rewards
+
+    config = load_recipe(recipe).config
+    funcs, _ = build_rewards(config["rewards"], defaults=reward_defaults(config))
+    (correctness,) = [f for f in funcs if getattr(f, "is_correctness", False)]
+    early = "r" * 299 + "\n#### 18\nNote: " + "x" * 286  # 50 of 100 tokens before the answer
+    assert correctness.gate_on == "reasoning" and _run(correctness, [early], [100]) == [0.0]
+
+
 def test_conversational_completions_and_gold_forms():
     reward = Correctness(min_tokens=0, full_credit_tokens=1)
     texts = [chat("So \\boxed{1{,}080}."), chat("<answer>1,080</answer>"), "#### 1080", chat("#### 1081")]
