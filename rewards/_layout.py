@@ -110,7 +110,8 @@ def _boxed_parts(text: str) -> FormatParts:
     return FormatParts(
         reasoning=bool(before),
         answer=True,
-        number=is_plain_number(body),
+        # MATH's answers are LaTeX: \frac{1}{2} must not pay less than 0.5, or the reward teaches decimals.
+        number=True,
         clean_end=not _MATH_CLOSE.sub("", end[close + 1 :]).strip(_END_CHARS),
     )
 
@@ -126,6 +127,6 @@ def format_parts(text: str, style: str) -> FormatParts:
     >>> format_parts("3 + 4 = 7\\n#### 7 apples\\nDone!", "hash")
     FormatParts(reasoning=True, answer=True, number=False, clean_end=False)
     >>> format_parts("So $x = \\\\boxed{\\\\frac{1}{2}}$.", "boxed")
-    FormatParts(reasoning=True, answer=True, number=False, clean_end=True)
+    FormatParts(reasoning=True, answer=True, number=True, clean_end=True)
     """
     return _PARTS[check_style(style)](text)

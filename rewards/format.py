@@ -24,7 +24,8 @@ class Format:
       ``#### n`` line (so it needs that line); ``boxed``: text before the ``\boxed{...}``.
     - ``answer`` (1/3): the final answer in the asked-for form, and it parses. ``tags``: exactly one
       ``<answer>...</answer>`` block; ``hash``: a ``#### n`` line; ``boxed``: exactly one ``\boxed{...}``.
-    - ``number`` (1/6): that answer is a plain number ("18", "$1,080", "-3.5"), no words or LaTeX.
+    - ``number`` (1/6): that answer is a plain number ("18", "$1,080", "-3.5"), no words or LaTeX; ``boxed``: any
+      answer that parses (MATH's are LaTeX: ``\frac{1}{2}`` paying less than ``0.5`` would teach decimals).
     - ``clean_end`` (1/6): nothing but whitespace after it (``boxed``: also a period and closing ``$``,
       ``\]`` or ``\)``).
 
@@ -41,7 +42,7 @@ class Format:
     >>> Format(style="hash")(completions=[[{"role": "assistant", "content": "3 + 4 = 7\n#### 7"}]])
     [1.5]
     >>> Format(style="boxed")(completions=[r"3 + 4 = 7, so $\boxed{7}$.", r"$\boxed{\frac{1}{2}}$ Done."])
-    [1.5, 0.5]
+    [1.5, 0.75]
     """
 
     __name__ = "format"

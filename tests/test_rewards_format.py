@@ -58,8 +58,9 @@ BOXED = [
     ("complete", M + "The answer is $\\boxed{5}$.", (True, True, True, True), 1.5),
     ("display-math", M + "\\[\\boxed{5}\\]", (True, True, True, True), 1.5),
     ("inline-paren", M + "So \\(\\boxed{5}\\).\n", (True, True, True, True), 1.5),
-    ("latex-answer", M + "$\\boxed{\\frac{\\pi}{2}}$", (True, True, False, True), 1.25),
-    ("nested-braces", M + "$\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}$", (True, True, False, True), 1.25),
+    # MATH's answers are LaTeX: paying them less than a number would teach decimals (0.5 over \frac{1}{2})
+    ("latex-answer", M + "$\\boxed{\\frac{\\pi}{2}}$", (True, True, True, True), 1.5),
+    ("nested-braces", M + "$\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}$", (True, True, True, True), 1.5),
     ("no-reasoning", "$\\boxed{5}$", (False, True, True, True), 1.0),
     ("trailing-text", M + "$\\boxed{5}$. Let me double-check.", (True, True, True, False), 1.25),
     ("two-boxes", M + "$\\boxed{4}$ no wait, $\\boxed{5}$", (False, False, False, False), 0.0),

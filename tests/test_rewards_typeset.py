@@ -146,6 +146,7 @@ def test_a_gold_and_the_format_reward_read_a_number_written_again_as_the_grader_
     assert read_gold("She has 293 apples.\n#### 293 293") == read_gold("293 293") == ("293", False)
     # An answer the grader reads (so the format reward pays for one), but the number twice is no plain number.
     assert format_parts("3 + 290 = 293\n#### 293 293", "hash") == (True, True, False, True)
-    assert format_parts(r"3 + 290 = 293, so $\boxed{293 293}$.", "boxed") == (True, True, False, True)
+    # boxed pays any answer that parses: MATH's are LaTeX
+    assert format_parts(r"3 + 290 = 293, so $\boxed{293 293}$.", "boxed") == (True, True, True, True)
     tags = "<reasoning>3 + 290</reasoning><answer>293 293</answer>"
     assert format_parts(tags, "tags") == (True, True, False, True)
