@@ -119,7 +119,12 @@ def pass_at_k_lines(rows: list[PassAtK], questions: int, primary_p: float | None
         lines.append(
             f"  The gain at k = 1 ({100 * first.difference:+.1f} points) shrinks to {100 * last.difference:+.1f} at "
             f"k = {last.k} (the drop's 95% CI [{100 * last.drop_ci95[0]:+.1f}, {100 * last.drop_ci95[1]:+.1f}]): the "
-            "tuned model gains most on questions the baseline also solves within k samples, less on new ones"
+            f"tuned model gains most on questions the baseline also solves within {last.k} samples, less on new ones"
+            + (
+                f"; with {last.k} samples the baseline solves more questions"
+                if last.ci95 is not None and last.ci95[1] < 0
+                else ""
+            )
             + (f" (and pass@{last.k} near 100% leaves little room for any gain)." if full else ".")
         )
     return lines

@@ -91,3 +91,12 @@ def test_the_figure_draws_both_curves_with_several_samples_and_no_panel_with_one
     baseline, tuned = ([round(y, 1) for y in line.get_ydata()] for line in curve.lines)
     assert baseline == [25.0, 44.4, 66.7] and tuned == [66.7, 66.7, 66.7]  # k = 1, 2, 4
     assert len(figure(1, [1, 0, 1], [1, 1, 1]).axes) == 2
+
+
+def test_a_gain_that_turns_into_a_loss_at_large_k_says_the_baseline_solves_more(capsys, tmp_path):
+    """The arith_tiny story: +6.8 points at k = 1, -9.2 at k = 16; "less on new ones" undersold a loss."""
+    base = write_records(tmp_path / "b.jsonl", outcomes_from_counts([2] * 30, 8))
+    tuned = write_records(tmp_path / "t.jsonl", outcomes_from_counts([7] * 10 + [8] * 10 + [0] * 10, 8))
+    out = run_compare(capsys, base, tuned)[1]
+    assert "Verdict: the tuned model is better" in out
+    assert "less on new ones; with 8 samples the baseline solves more questions" in out
