@@ -97,18 +97,19 @@ def test_export_of_a_run_without_a_final_adapter_says_which_checkpoint_it_merged
     assert f"The LoRA adapter at `{checkpoint}` (from `{run}`) merged into" in (out / "README.md").read_text()
 
 
-def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tmp_path):
+def _checkpoint_with_history(folder, step: int, accuracies: dict[int, float], entry: dict, **extra) -> None:
+    """A checkpoint folder's trainer_state.json (its step) and heldout.json (held-out accuracy by step)."""
     import json
 
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    evaluations = [{**entry, "step": s, "accuracy": a} for s, a in accuracies.items()]
+    (folder / "heldout.json").write_text(json.dumps({"format": 1, "evaluations": evaluations, **extra}))
+
+
+def test_the_merged_card_names_its_base_and_the_merged_steps_heldout_accuracy(tmp_path):
     from recipes.export import merged_card
 
-    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 20}))
-    evaluation = {"questions": 50, "samples": 4}
-    history = {
-        "format": 1,
-        "evaluations": [{**evaluation, "step": s, "accuracy": a} for s, a in ((0, 0.2), (20, 0.3))],
-    }
-    (tmp_path / "heldout.json").write_text(json.dumps(history))
+    _checkpoint_with_history(tmp_path, 20, {0: 0.2, 20: 0.3}, {"questions": 50, "samples": 4})
     card = merged_card("merged", "`run/checkpoint-20`", "meta-llama/Llama-3.1-8B-Instruct", tmp_path)
     assert card.startswith("---\nbase_model: meta-llama/Llama-3.1-8B-Instruct\n")
     assert "base_model" not in merged_card("merged", "`run`", "builtin:tiny-llama", tmp_path)  # not a Hub id
@@ -172,21 +173,13 @@ def test_evaluating_a_merged_export_names_its_base_as_the_other_side(adapter, tm
 
 def test_the_merged_card_keeps_the_runs_alarms_and_early_stop(tmp_path):
     """The adapter's card named a reward-hacking alarm and the stop it caused; the merged model's card dropped both."""
-    import json
-
     from recipes.export import merged_card
 
-    (tmp_path / "trainer_state.json").write_text(json.dumps({"global_step": 50}))
-    evaluation = {"questions": 200, "samples": 1}
-    history = {
-        "format": 1,
-        "evaluations": [{**evaluation, "step": s, "accuracy": a} for s, a in ((0, 0.155), (50, 0.0))],
-        "alarms": [
-            {"kind": "reward_hacking", "steps": [0, 50], "message": "reward rose while accuracy fell"}
-        ],
-        "stopped": {"step": 50, "reason": "alarm reward_hacking"},
-    }
-    (tmp_path / "heldout.json").write_text(json.dumps(history))
+    _checkpoint_with_history(
+        tmp_path, 50, {0: 0.155, 50: 0.0}, {"questions": 200, "samples": 1},
+        alarms=[{"kind": "reward_hacking", "steps": [0, 50], "message": "reward rose while accuracy fell"}],
+        stopped={"step": 50, "reason": "alarm reward_hacking"},
+    )  # fmt: skip
     card = merged_card("merged", "`run`", "builtin:tiny-llama", tmp_path)
     assert "Alarm reward_hacking at step 50: reward rose while accuracy fell" in card
     assert "The run ended early at step 50: alarm reward_hacking." in card

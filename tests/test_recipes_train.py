@@ -109,35 +109,25 @@ def test_four_bit_base_builds_and_trains_a_step(tmp_path, tiny_model_dir):
     assert state["exp_avg"].dtype == torch.float32
 
 
-def test_an_infinite_reward_stops_the_run_naming_the_reward(tmp_path):
-    """TRL trained on with loss 0 and grad_norm 0 at every step, and saved the adapter as if all was well."""
+@pytest.mark.parametrize(
+    ("plugin", "said"),
+    [
+        # TRL trained on with loss 0 and grad_norm 0 at every step, and saved the adapter as if all was well.
+        ("inf_in_training", "returned an infinite reward at step 1"),
+        # TRL turns None into NaN and leaves NaN out of the sum: a reward's own NaN trained on as "does not apply".
+        ("nan_in_training", "returned nan at step 1: TRL reads a NaN as None"),
+    ],
+)
+def test_an_infinite_or_nan_reward_stops_the_run_naming_the_reward(tmp_path, plugin, said):
     from common.errors import UserError
 
-    plugin = f"{REPO / 'tests' / '_plugins.py'}:inf_in_training"
+    path = f"{REPO / 'tests' / '_plugins.py'}:{plugin}"
     recipe = load_recipe(
         "gsm8k_tiny",
         [f"trainer.output_dir={tmp_path}", "trainer.max_steps=2", "callbacks=[]", "heldout.enabled=false",
-         f"rewards=[{{name: format, style: hash}}, {{path: '{plugin}', weight: 0.1}}]"],
+         f"rewards=[{{name: format, style: hash}}, {{path: '{path}', weight: 0.1}}]"],
     )  # fmt: skip
-    with pytest.raises(
-        UserError, match=r"rewards\[1\] \(inf_in_training\) returned an infinite reward at step 1"
-    ):
-        build_trainer(recipe).train()
-
-
-def test_a_nan_reward_stops_the_run_naming_the_reward(tmp_path):
-    """TRL turns None into NaN and leaves NaN out of the sum: a reward's own NaN trained on as "does not apply"."""
-    from common.errors import UserError
-
-    plugin = f"{REPO / 'tests' / '_plugins.py'}:nan_in_training"
-    recipe = load_recipe(
-        "gsm8k_tiny",
-        [f"trainer.output_dir={tmp_path}", "trainer.max_steps=2", "callbacks=[]", "heldout.enabled=false",
-         f"rewards=[{{name: format, style: hash}}, {{path: '{plugin}', weight: 0.1}}]"],
-    )  # fmt: skip
-    with pytest.raises(
-        UserError, match=r"rewards\[1\] \(nan_in_training\) returned nan at step 1: TRL reads a NaN as None"
-    ):
+    with pytest.raises(UserError, match=rf"rewards\[1\] \({plugin}\) {said}"):
         build_trainer(recipe).train()
 
 
