@@ -145,10 +145,11 @@ class RecipeGRPOTrainer(GRPOTrainer):
             if isinstance(func, NanRefused):
                 func.returned_nan = False
         # Every process gathers every process's notes, so all of them stop at this step together.
+        # int32: not every backend gathers bools (NCCL has no bool type).
         noted = (
-            self.accelerator.gather(torch.tensor(noted, device=rewards.device))
+            self.accelerator.gather(torch.tensor(noted, dtype=torch.int32, device=rewards.device))
             .view(-1, len(noted))
-            .any(dim=0)
+            .amax(dim=0)
         )
         for index in noted.nonzero().flatten().tolist():
             raise UserError(
