@@ -36,8 +36,15 @@ class NanRefused:
 
     def __call__(self, *args, **kwargs):
         values = self.func(*args, **kwargs)
-        self.returned_nan |= any(isinstance(value, numbers.Real) and math.isnan(value) for value in values)
+        self.returned_nan |= any(_is_nan(value) for value in values)
         return values
+
+
+def _is_nan(value) -> bool:
+    """A reward's value is NaN: a float (numpy's too) or a one-element tensor, which TRL's tensor takes as well."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1 and bool(torch.isnan(value).item())
+    return isinstance(value, numbers.Real) and math.isnan(value)
 
 
 class RecipeGRPOTrainer(GRPOTrainer):

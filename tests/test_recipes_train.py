@@ -290,3 +290,16 @@ def test_a_final_adapter_with_nothing_to_resume_is_not_trained_over(tmp_path, ca
         train(load_recipe("gsm8k_tiny", [f"trainer.output_dir={out}"]))
     assert (out / "adapter_model.safetensors").read_bytes() == b"the finished run's adapter"
     assert not (out / "recipe.yaml").exists() and "Moved local checkpoint-4 aside" in caplog.text
+
+
+def test_the_nan_note_reads_floats_numpy_values_and_one_element_tensors():
+    import numpy as np
+
+    from recipes.trainer import NanRefused
+
+    for nan in (float("nan"), np.float32("nan"), torch.tensor(float("nan"))):
+        reward = NanRefused(lambda completions, nan=nan, **kwargs: [0.5, nan, None], "mine")
+        assert reward(completions=["a", "b", "c"])[1] is nan and reward.returned_nan
+    finite = NanRefused(lambda completions, **kwargs: [0.5, None, torch.tensor(1.0)], "mine")
+    finite(completions=["a", "b", "c"])
+    assert not finite.returned_nan
