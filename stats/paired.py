@@ -126,6 +126,12 @@ def monte_carlo_sign_flip_pvalue(values: list[int], observed: int, *, resamples:
     return (hits + 1) / (resamples + 1)
 
 
+def p_floor(changed: int) -> float:
+    """The smallest p-value an exact sign-flip test can give with ``changed`` nonzero differences: the two
+    assignments with every sign alike always count."""
+    return 2.0 ** (1 - changed)
+
+
 def listed_sign_flip_pvalue(values: list[int], observed: int) -> float:
     """The exact two-sided p-value of ``T = sum(s_i * v_i)`` from the ``2**n`` sign assignments listed one by one,
     for few values whose sum is too large for `exact_sign_flip_pvalue`'s table (coprime sample counts of an

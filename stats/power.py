@@ -15,6 +15,8 @@ from fractions import Fraction
 import numpy as np
 from statsmodels.stats.power import TTestPower
 
+from stats.paired import p_floor
+
 ALPHA = 0.05
 POWER = 0.80
 MIN_QUESTIONS = 6  # the fewest with which the sign-flip test can reach p < 0.05 (2 / 2^6 = 0.031)
@@ -64,7 +66,7 @@ def paired_power(diffs: list[Fraction]) -> PowerSummary:
     sd = float(values.std(ddof=1))
     dz = float(values.mean()) / sd
     # The primary sign-flip test's p cannot go below 2 / 2^n with n questions: no design under 6 detects anything.
-    floor = 2.0 ** (1 - len(diffs))
+    floor = p_floor(len(diffs))
     min_es = _solve(effect_size=None, nobs=len(diffs)) if floor <= ALPHA else None
     detectable = min_es * sd if min_es is not None else None
     reason = (

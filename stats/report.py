@@ -5,10 +5,10 @@ from __future__ import annotations
 from stats import intervals
 from stats.analysis import PRIMARY_REASON, PRIMARY_TEST, Comparison, ModelSummary
 from stats.groups import GroupBreakdown, GroupResult
-from stats.paired import TestResult
+from stats.paired import TestResult, p_floor
 from stats.pass_at_k import pass_at_k_json, pass_at_k_lines
 from stats.power import ALPHA, POWER
-from stats.verdict import ci_points, format_p, p_floor, points, verdict, verdict_kind
+from stats.verdict import ci_points, format_p, points, verdict, verdict_kind
 
 PAIRED_TESTS = ("sign_flip", "paired_t", "wilcoxon", "mcnemar")
 INDEPENDENCE_TESTS = ("two_proportion_z", "welch_t")

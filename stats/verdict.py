@@ -10,6 +10,7 @@ of "no significant difference".
 from __future__ import annotations
 
 from stats.analysis import PRIMARY_TEST, Comparison
+from stats.paired import p_floor
 from stats.power import ALPHA
 
 
@@ -26,11 +27,6 @@ def points(x: float) -> str:
 
 def ci_points(ci: tuple[float, float] | None) -> str:
     return "undefined (no spread across questions)" if ci is None else f"[{points(ci[0])}, {points(ci[1])}]"
-
-
-def p_floor(changed: int) -> float:
-    """The smallest p-value an exact sign-flip test can give with ``changed`` nonzero differences."""
-    return 2.0 ** (1 - changed)
 
 
 def verdict(c: Comparison) -> str:
