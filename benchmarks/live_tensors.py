@@ -12,8 +12,10 @@ storage once from its first appearance until it is freed (a weak reference to th
 the same quantity measured on the CPU: what the planner's formulas describe, without the CUDA context and
 allocator slack. Tensors that exist before the mode starts are counted when passed in (model weights).
 
-The peak is kept per phase: "generation" while TRL's profiling context of a ``*.generate`` call is open,
-"training" otherwise (scoring passes, forward, backward, optimizer), so each planner phase has its own check.
+The peak is kept per phase: "generation" while the trainer's ``_generate_single_turn`` runs (which holds the
+merged LoRA copies of ``lora.merged_generation``, made before TRL's ``*.generate`` profiling block opens and freed
+after it closes) or TRL's profiling context of a ``*.generate`` call is open; "training" otherwise (scoring passes,
+forward, backward, optimizer), so each planner phase has its own check.
 """
 
 from __future__ import annotations
@@ -39,8 +41,11 @@ class LiveTensorBytes(TorchDispatchMode):
         self.counted: dict[int, int] = {}  # id(storage) -> its bytes; its finalizer removes it when freed
         self.live = 0
         self.phase = "training"
+        self._generating = (
+            0  # open generation blocks: they nest (the trainer's call, then TRL's profiling block)
+        )
         self.peak = {"generation": 0, "training": 0}
-        self._patch = None
+        self._patches: list = []
         for t in tensors:
             self._count(t)
 
@@ -67,27 +72,46 @@ class LiveTensorBytes(TorchDispatchMode):
             self._count(t)
         return out
 
+    def _generation(self, opened: bool) -> None:
+        self._generating += 1 if opened else -1
+        self.phase = "generation" if self._generating else "training"
+
     def __enter__(self):
         from trl.extras.profiling import ProfilingContext
 
+        from recipes.trainer import RecipeGRPOTrainer
+
         tracker, enter, exit_ = self, ProfilingContext.__enter__, ProfilingContext.__exit__
+        generate = RecipeGRPOTrainer._generate_single_turn
 
         def entered(context):
             if context.name.endswith("generate"):
-                tracker.phase = "generation"
+                tracker._generation(opened=True)
             return enter(context)
 
         def exited(context, *exc):
             if context.name.endswith("generate"):
-                tracker.phase = "training"
+                tracker._generation(opened=False)
             return exit_(context, *exc)
 
-        self._patch = mock.patch.multiple(ProfilingContext, __enter__=entered, __exit__=exited)
-        self._patch.start()
+        def generating(trainer, *args, **kwargs):
+            tracker._generation(opened=True)
+            try:
+                return generate(trainer, *args, **kwargs)
+            finally:
+                tracker._generation(opened=False)
+
+        self._patches = [
+            mock.patch.multiple(ProfilingContext, __enter__=entered, __exit__=exited),
+            mock.patch.object(RecipeGRPOTrainer, "_generate_single_turn", generating),
+        ]
+        for patch in self._patches:
+            patch.start()
         return super().__enter__()
 
     def __exit__(self, *exc):
-        self._patch.stop()
+        for patch in self._patches:
+            patch.stop()
         return super().__exit__(*exc)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 
@@ -121,17 +122,21 @@ def test_two_steps_on_the_tiny_model_print_the_table_and_the_planner_check(capsy
 
 
 @pytest.mark.slow
-def test_planner_matches_live_tensors_of_a_full_width_qwen_shape(tmp_path, capsys):
+def test_planner_matches_live_tensors_of_a_full_width_qwen_shape(tmp_path, capsys, caplog):
     # real Qwen2.5-1.5B width, vocabulary, biases and tied embeddings; two layers, and two short prompts for two
     # completions each: the 151,936-wide head costs a CPU ~1 TFLOP per 1,000 tokens trained (GSM8K prompts under the
     # recipe's system prompt, 4 x 192 tokens, took 340 s of the test's 450 in an otherwise idle suite; arithmetic word
-    # problems, ~63 tokens, 110 s alone; these sums, 74 s in a new process and 56 s in this one)
+    # problems, ~63 tokens, 110 s alone; these sums, 74 s in a new process). float32 weights, as a CPU run has them:
+    # 37 s, not 74 (a CPU multiplies bf16 matrices without a fast kernel), and generation merges the adapter
+    # (lora.merged_generation=auto), so the check covers the planner's 0.35 GB of merged copies too.
     (tmp_path / "sums.jsonl").write_text(
         '{"question": "2+3?", "answer": "5"}\n{"question": "4+4?", "answer": "8"}\n'
     )
+    caplog.set_level(logging.INFO, logger="recipes.merged_lora")
     result = _run(
         capsys, "gsm8k_qwen", "--random-weights", "Qwen/Qwen2.5-1.5B-Instruct", "--layers", "2", "--steps", "1",
-        "--count-tensors", "--decode-steps", "0", "trainer.bf16=false", "trainer.per_device_train_batch_size=2",
+        "--count-tensors", "--decode-steps", "0", "model.dtype=float32", "trainer.bf16=false",
+        "trainer.per_device_train_batch_size=2",
         "trainer.num_generations=2", "trainer.gradient_accumulation_steps=1", "trainer.max_completion_length=16",
         "data.task=jsonl", f"data.source={tmp_path / 'sums.jsonl'}", "data.system_prompt=Answer in <answer></answer>.",
         "data.max_prompt_tokens=96",
@@ -140,6 +145,7 @@ def test_planner_matches_live_tensors_of_a_full_width_qwen_shape(tmp_path, capsy
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "0.327B params" in result.stdout  # 151,936 x 1,536 tied embedding + 2 layers
+    assert "generating with the adapter merged" in caplog.text
     # no decode profile: its prefills through the 151,936-wide head cost more than the step
     assert "decode step" not in result.stdout
     check = _planner_check(result.stdout)

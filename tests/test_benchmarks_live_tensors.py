@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import torch
 from trl.extras.profiling import ProfilingContext
 
@@ -48,6 +50,35 @@ def test_peaks_are_kept_per_phase_by_trls_profiling_blocks():
         c = _block()
     assert live.peak == {"generation": 2 * MB, "training": MB}
     assert c.numel() == 250_000
+
+
+def test_the_trainers_generation_call_is_generation_also_outside_trls_block():
+    """The merged LoRA copies are made before TRL's generate block opens and freed after it closes: they are
+    generation's memory, not training's (counted as training, they read as a planner miss of 0.35 GB)."""
+    from recipes.trainer import RecipeGRPOTrainer
+
+    phases, original = [], RecipeGRPOTrainer._generate_single_turn
+
+    def single_turn(trainer):  # what RecipeGRPOTrainer does: merge, generate inside TRL's block, free
+        merged = _block()
+        phases.append(live.phase)
+        with ProfilingContext("GRPOTrainer.transformers.generate", report_to=[]):
+            tokens = _block()
+        phases.append(live.phase)
+        del merged
+        return tokens
+
+    with mock.patch.object(RecipeGRPOTrainer, "_generate_single_turn", single_turn):
+        with LiveTensorBytes() as live:
+            tokens = RecipeGRPOTrainer._generate_single_turn(None)
+            assert live.phase == "training"
+            del tokens
+            d = _block()
+        assert RecipeGRPOTrainer._generate_single_turn is single_turn  # put back on exit, not left wrapped
+    assert RecipeGRPOTrainer._generate_single_turn is original
+    assert phases == ["generation", "generation"]
+    assert live.peak == {"generation": 2 * MB, "training": MB}
+    assert d.numel() == 250_000
 
 
 def test_other_devices_do_not_count():
