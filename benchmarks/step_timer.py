@@ -131,7 +131,7 @@ def run_steps(
     Returns their timings; with ``count_tensors``, the live-tensor peak per phase and the widest padded prompt
     and completion batches the steps ran (the shapes to check the planner at), else None; with ``decode_batch``
     and ``decode_steps``, the trained policy's decode step at that batch over that many steps
-    (``benchmarks.decode_ops.policy_decode_profile``), else None.
+    (``benchmarks.decode_profile.policy_decode_profile``), else None.
     """
     from trl.extras.profiling import ProfilingContext
 
@@ -165,7 +165,7 @@ def run_steps(
     timer.bar.close()
     decode = None
     if decode_batch and decode_steps:
-        from benchmarks.decode_ops import policy_decode_profile
+        from benchmarks.decode_profile import policy_decode_profile
 
         decode = policy_decode_profile(trainer, decode_batch, decode_steps)
     return timer.steps, ({**measured, "peak": live.peak} if count_tensors else None), decode

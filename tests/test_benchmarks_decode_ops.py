@@ -11,7 +11,8 @@ from conftest import REPO
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from benchmarks.decode_ops import decode_profile, main
+from benchmarks.decode_ops import main
+from benchmarks.decode_profile import decode_profile
 from recipes.recipe import load_recipe
 
 
@@ -46,15 +47,15 @@ def test_the_table_prints_a_row_per_model(capsys):
 
 def test_each_row_comes_as_soon_as_it_is_measured(monkeypatch, tiny_model_dir):
     """A GPU run stopped at its time limit printed nothing: the table came only after the slow compiled row."""
-    from benchmarks import decode_ops
+    from benchmarks import decode_ops, decode_profile
 
     measured = []
     monkeypatch.setattr(
-        decode_ops,
+        decode_profile,
         "decode_profile",
         lambda *a, **k: measured.append(k) or {"ops_per_step": 1, "ms_per_step": 2.0},
     )
-    rows = decode_ops.profile_recipe(load_recipe("gsm8k_tiny", []), batch_size=2, steps=4, compiled=True)
+    rows = decode_profile.profile_recipe(load_recipe("gsm8k_tiny", []), batch_size=2, steps=4, compiled=True)
     assert next(rows)["model"] == "base" and len(measured) == 1
     assert [r["model"] for r in rows] == ["+ LoRA r=8", "+ LoRA r=8, merged", "+ LoRA r=8, merged, compiled"]
     assert (
