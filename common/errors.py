@@ -54,14 +54,17 @@ def say_error(message: str) -> None:
     print(f"error (rank {os.environ.get('RANK', local_rank)}): {message}", file=sys.stderr)
 
 
-def _close_progress_bars() -> None:
+def _close_progress_bars() -> bool:
     """End a training or evaluation bar an error cut short, so the error starts a line of its own rather than
-    following "1/8 [00:00<00:02, 2.44it/s]" on the bar's."""
+    following "1/8 [00:00<00:02, 2.44it/s]" on the bar's (and the bar is not drawn again under it at exit);
+    True when there was one."""
     tqdm = sys.modules.get(
         "tqdm"
     )  # only a process that drew a bar has it, and only such a process needs this
-    for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
+    bars = list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()))
+    for bar in bars:
         bar.close()
+    return bool(bars)
 
 
 def _said(error_file: Path) -> dict | None:
@@ -98,7 +101,8 @@ def exit_status(command: Callable[[], object], interrupted: str | None = None) -
     except KeyboardInterrupt:
         if interrupted is None:
             raise
-        print(f"\ninterrupted: {interrupted}", file=sys.stderr)
+        # A closed bar ends its line; otherwise the line may hold the terminal's "^C".
+        print(f"{'' if _close_progress_bars() else chr(10)}interrupted: {interrupted}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader of stdout is gone (``| head``): it has what it wanted. Python's documented recipe: stdout to

@@ -71,6 +71,25 @@ def test_a_training_run_stopped_with_ctrl_c_says_how_to_resume(monkeypatch, caps
     )
 
 
+def test_ctrl_c_during_a_progress_bar_says_how_to_go_on_on_a_line_of_its_own(capsys):
+    """The bar was drawn again under the message at exit: "interrupted: ..." then " 7%|7  | 29/400 [...]"."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=400)
+    bar.update(29)
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert exit_status(interrupted, interrupted="rerun the same command to resume.") == 130
+    err = capsys.readouterr().err
+    *_, bar_line, said, end = err.split("\n")
+    assert "29/400" in bar_line and said == "interrupted: rerun the same command to resume." and end == "", (
+        err
+    )
+    assert bar not in tqdm._instances
+
+
 def test_under_torchrun_a_machines_processes_say_an_error_once_and_their_own_with_their_rank(
     monkeypatch, tmp_path, capsys
 ):
