@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -256,3 +257,31 @@ def test_a_missing_eval_source_is_named_before_training_and_by_its_key(tmp_path)
     assert (
         len(load_split({**data, "eval_source": "some/hub-id"}, split="train")) == 3
     )  # a Hub id is not checked
+
+
+def test_answers_that_may_be_decimal_commas_are_warned_about_naming_the_first_line(tmp_path, caplog):
+    """A decimal-comma 12,5 was graded silently as the list {12, 5}: the model's 12.5 scored wrong."""
+    data = [{**row, "answer": str(row["answer"])} for row in rows(3)]
+    data[1]["answer"], data[2]["answer"] = "12,5", "0,25"
+    file = write_jsonl(tmp_path / "train.jsonl", data)
+    with caplog.at_level(logging.WARNING, logger="recipes.tasks.user_jsonl"):
+        assert load(file)["gold"] == ["1", "12,5", "0,25"]
+        load(file)  # read again (training, then its held-out questions): said once
+    warnings = [r.getMessage() for r in caplog.records]
+    said = (
+        f"{file} line 2: answer '12,5' is read as a list of 2 answers (12 and 5), as MATH writes several answers; "
+        "if it is the decimal 12.5, write it with a point. 2 of 3 answers of this split look like this."
+    )
+    assert warnings == [said]
+    caplog.clear()
+    data[1]["answer"], data[2]["answer"] = (
+        "1,500",
+        "\\frac{3}{4}",
+    )  # a thousands separator, LaTeX: nothing to say
+    with caplog.at_level(logging.WARNING, logger="recipes.tasks.user_jsonl"):
+        assert load(write_jsonl(tmp_path / "other" / "train.jsonl", data))["gold"] == [
+            "1",
+            "1,500",
+            "\\frac{3}{4}",
+        ]
+    assert caplog.records == []

@@ -9,6 +9,8 @@ answer with ``answer``.
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 
 from recipes.tasks.heldout import normalised
@@ -21,6 +23,27 @@ from recipes.tasks.sources import (
     require_columns,
     row_place,
 )
+
+logger = logging.getLogger(__name__)
+# "12,5": the grader reads a list of two answers, 12 and 5 (MATH writes several answers so), where data written with
+# a decimal comma means 12.5. Three digits after the comma are a thousands separator, which it reads as one number.
+_DECIMAL_COMMA = re.compile(r"-?\d+,(?:\d{1,2}|\d{4,})")
+_warned: set[tuple[str, str]] = set()
+
+
+def warn_decimal_commas(golds: list[str], source: str, split: str) -> None:
+    """Warn, naming the first file and line, when answers read as lists may be decimals written with a comma."""
+    found = [index for index, gold in enumerate(golds) if _DECIMAL_COMMA.fullmatch(gold)]
+    if not found or (source, split) in _warned:  # a run reads its training split twice (training, held-out)
+        return
+    _warned.add((source, split))
+    first = golds[found[0]]
+    logger.warning(
+        "%s: answer %r is read as a list of %d answers (%s), as MATH writes several answers; if it is the decimal "
+        "%s, write it with a point. %d of %d answers of this split look like this.",
+        row_place(source, split, found[0]), first, first.count(",") + 1, " and ".join(first.split(",")),
+        first.replace(",", "."), len(found), len(golds),
+    )  # fmt: skip
 
 
 def rows(data: dict, split: str):
@@ -58,6 +81,7 @@ def rows(data: dict, split: str):
                 f"{row_place(source, split, index)}: id {row_id!r} again, first at {row_place(source, split, seen)}; "
                 "ids must be unique (renumber the rows, or drop the id column: ids are then made from file and row)."
             )
+    warn_decimal_commas(out["gold"], source, split)
     first: dict[str, int] = {}
     for index, question in enumerate(out["question"]):
         # A question twice counts twice in every accuracy, and twice with two golds grades one of them wrong.
