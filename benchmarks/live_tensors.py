@@ -41,9 +41,8 @@ class LiveTensorBytes(TorchDispatchMode):
         self.counted: dict[int, int] = {}  # id(storage) -> its bytes; its finalizer removes it when freed
         self.live = 0
         self.phase = "training"
-        self._generating = (
-            0  # open generation blocks: they nest (the trainer's call, then TRL's profiling block)
-        )
+        # Open generation blocks: they nest (the trainer's call, then TRL's profiling block inside it).
+        self._generating = 0
         self.peak = {"generation": 0, "training": 0}
         self._patches: list = []
         for t in tensors:

@@ -269,7 +269,7 @@ def test_answers_that_may_be_decimal_commas_are_warned_about_naming_the_first_li
         load(file)  # read again (training, then its held-out questions): said once
     warnings = [r.getMessage() for r in caplog.records]
     said = (
-        f"{file} line 2: answer '12,5' is read as a list of 2 answers (12 and 5), as MATH writes several answers; "
+        f"{file} line 2: answer '12,5' is read as a list of two answers (12 and 5), as MATH writes several answers; "
         "if it is the decimal 12.5, write it with a point. 2 of 3 answers of this split look like this."
     )
     assert warnings == [said]

@@ -39,10 +39,9 @@ def warn_decimal_commas(golds: list[str], source: str, split: str) -> None:
     _warned.add((source, split))
     first = golds[found[0]]
     logger.warning(
-        "%s: answer %r is read as a list of %d answers (%s), as MATH writes several answers; if it is the decimal "
-        "%s, write it with a point. %d of %d answers of this split look like this.",
-        row_place(source, split, found[0]), first, first.count(",") + 1, " and ".join(first.split(",")),
-        first.replace(",", "."), len(found), len(golds),
+        "%s: answer %r is read as a list of two answers (%s and %s), as MATH writes several answers; if it is the "
+        "decimal %s, write it with a point. %d of %d answers of this split look like this.",
+        row_place(source, split, found[0]), first, *first.split(","), first.replace(",", "."), len(found), len(golds),
     )  # fmt: skip
 
 
