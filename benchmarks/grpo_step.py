@@ -11,10 +11,11 @@
         # own batch (48 completions of 400 tokens) passed 17 GB of RAM on a CPU before its first step ended
 
 Runs N optimizer steps of a recipe (any ``section.key=value`` override) through the same ``build_trainer`` as
-``recipes/run.py`` and prints one row per step. Phases come from TRL's own profiling (``profiling_context``:
-``*.generate`` and ``sync_weights`` are generation, ``_calculate_rewards`` is reward, the rest of
-``_prepare_inputs`` is "score" (old/reference log-probs, padding, decoding)) and from Trainer callbacks (the
-remaining step time up to ``optimizer.step()`` is forward+backward; ``optimizer.step()`` itself is "optim").
+``recipes/run.py`` and prints one row per step. Generation is the trainer's ``_generate_single_turn`` calls
+(merging the adapter for ``lora.merged_generation``, vLLM's weight sync, generating); the other phases come from
+TRL's own profiling (``profiling_context``: ``_calculate_rewards`` is reward, the rest of ``_prepare_inputs`` is
+"score" (old/reference log-probs, padding, decoding)) and from Trainer callbacks (the remaining step time up to
+``optimizer.step()`` is forward+backward; ``optimizer.step()`` itself is "optim").
 Peak memory is ``torch.cuda.max_memory_allocated`` on a GPU, else the process's peak RSS (``getrusage``), shown
 next to the memory planner's prediction (``plan_memory(...).peak(card)``; on a CPU the RSS also counts the
 Python and torch libraries, so the two only agree in size). Under the table, one decode step of the trained policy

@@ -62,7 +62,9 @@ class StepTimer(TrainerCallback):
         self.bar = tqdm(total=total_steps, desc="GRPO steps", unit="step", file=sys.stderr)
 
     def record_profile(self, name: str, seconds: float) -> None:
-        """Attribute one TRL ``profiling/Time taken: <Trainer>.<name>`` timing to the running step."""
+        """Attribute one TRL ``profiling/Time taken: <Trainer>.<name>`` timing to the running step. Generation is
+        timed around the trainer's call instead (``record_generation``): TRL's ``*.generate`` block leaves out the
+        merging of ``lora.merged_generation``, which only generation pays for."""
         if not self.steps:
             return
         step, block = self.steps[-1], name.split(".", 1)[-1]
@@ -70,8 +72,12 @@ class StepTimer(TrainerCallback):
             step.prepare += seconds
         elif block == "_calculate_rewards":
             step.reward += seconds
-        elif block.endswith(("generate", "generate_batch")) or block == "sync_weights":
-            step.generate += seconds
+
+    def record_generation(self, seconds: float) -> None:
+        """Attribute one call of the trainer's ``_generate_single_turn`` (merging, vLLM's weight sync and
+        generating) to the running step."""
+        if self.steps:
+            self.steps[-1].generate += seconds
 
     def on_step_begin(self, args, state, control, **kwargs):
         self.steps.append(Step(marks={"begin": time.perf_counter()}))
@@ -157,6 +163,16 @@ def run_steps(
         return out
 
     trainer._generate_and_score_completions = widths_recorded
+    generate = trainer._generate_single_turn
+
+    def generation_timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            timer.record_generation(time.perf_counter() - start)
+
+    trainer._generate_single_turn = generation_timed
     tensors = [*trainer.model.parameters(), *trainer.model.buffers()]
     device = "cuda" if torch.cuda.is_available() else "cpu"
     live = LiveTensorBytes(tensors, device) if count_tensors else contextlib.nullcontext()

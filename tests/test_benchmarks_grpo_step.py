@@ -48,8 +48,9 @@ def test_floor_counts_one_generation_round_per_steps_per_generation():
 def test_step_split_attributes_trl_profiling_blocks_to_phases(bench):
     timer = bench.StepTimer(completions_per_step=8, total_steps=1)
     timer.on_step_begin(None, None, None)
+    timer.record_generation(2.5)  # the trainer's call: merging, vLLM's weight sync, generating
     for name, seconds in [
-        ("GRPOTrainer.transformers.generate", 2.0),
+        ("GRPOTrainer.transformers.generate", 2.0),  # inside that call: not counted twice
         ("GRPOTrainer.sync_weights", 0.5),
         ("GRPOTrainer.correctness", 0.2),  # one reward inside _calculate_rewards: not counted twice
         ("GRPOTrainer._calculate_rewards", 0.3),
