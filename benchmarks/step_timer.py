@@ -163,12 +163,11 @@ def run_steps(
         return out
 
     trainer._generate_and_score_completions = widths_recorded
-    generate = trainer._generate_single_turn
 
     def generation_timed(*args, **kwargs):
         start = time.perf_counter()
-        try:
-            return generate(*args, **kwargs)
+        try:  # the class's method, looked up at each call: LiveTensorBytes wraps it while it counts
+            return type(trainer)._generate_single_turn(trainer, *args, **kwargs)
         finally:
             timer.record_generation(time.perf_counter() - start)
 
