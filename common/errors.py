@@ -102,7 +102,8 @@ def exit_status(command: Callable[[], object], interrupted: str | None = None) -
         if interrupted is None:
             raise
         # A closed bar ends its line; otherwise the line may hold the terminal's "^C".
-        print(f"{'' if _close_progress_bars() else chr(10)}interrupted: {interrupted}", file=sys.stderr)
+        start = "" if _close_progress_bars() else "\n"
+        print(f"{start}interrupted: {interrupted}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # The reader of stdout is gone (``| head``): it has what it wanted. Python's documented recipe: stdout to
