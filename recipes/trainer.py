@@ -107,20 +107,29 @@ class RecipeGRPOTrainer(GRPOTrainer):
         if checkpoint is None or not launch_lrs:
             return
         saved_lrs = list(scheduler.base_lrs)
+        saved_rates = [group["lr"] for group in self.optimizer.param_groups]
         for group, settings in zip(self.optimizer.param_groups, launch_groups, strict=True):
             group.update(settings)
         scheduler.base_lrs = launch_lrs
-        if launch_lrs != saved_lrs:  # this step's rate under this launch's schedule
-            for index, (group, lr) in enumerate(zip(self.optimizer.param_groups, launch_lrs, strict=True)):
-                if isinstance(scheduler, LambdaLR):
-                    group["lr"] = lr * scheduler.lr_lambdas[index](scheduler.last_epoch)
-                else:  # the other schedules scale with their base rate too
-                    group["lr"] *= lr / saved_lrs[index]
-            # What the Trainer logs as this step's learning_rate (get_last_lr), restored with the old rate.
-            scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        # This step's rate under this launch's schedule. The optimizer comes back at the rate the checkpoint's own
+        # schedule set for it: a raised trainer.max_steps under a decaying schedule would train its first new step
+        # at the old schedule's end (0.0 for linear), then jump back up.
+        for index, (group, lr) in enumerate(zip(self.optimizer.param_groups, launch_lrs, strict=True)):
+            if isinstance(scheduler, LambdaLR):
+                group["lr"] = lr * scheduler.lr_lambdas[index](scheduler.last_epoch)
+            else:  # the other schedules scale with their base rate too
+                group["lr"] *= lr / saved_lrs[index]
+        # What the Trainer logs as this step's learning_rate (get_last_lr), restored with the old rate.
+        scheduler._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        if launch_lrs != saved_lrs:
             logger.info(
                 "Learning rate from this launch: %g (%s was trained with %g); its schedule goes on from step %d.",
                 launch_lrs[0], checkpoint, saved_lrs[0], scheduler.last_epoch,
+            )  # fmt: skip
+        elif scheduler._last_lr != saved_rates:
+            logger.info(
+                "Learning rate at step %d: %g on this launch's schedule (%s's schedule ended at %g).",
+                scheduler.last_epoch + 1, scheduler._last_lr[0], checkpoint, saved_rates[0],
             )  # fmt: skip
         # DeepSpeed's engine loads the optimizer before this method (ZeRO-2 here, its scheduler not): should a launch
         # restore the scheduler there too, the rate captured above would be the saved one. Refused, not trained at.

@@ -163,6 +163,23 @@ def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
 
 
+def test_a_finished_run_trained_longer_goes_on_at_the_rate_of_its_new_schedule(tmp_path):
+    """Raising trainer.max_steps of a finished linear-decay run: step 5 of 6 trained at 0.0 (the 4-step schedule's
+    end, restored with the optimizer), changed nothing, and the rate jumped back up at step 6."""
+    out, common = tmp_path / "run", ["trainer.lr_scheduler_type=linear", "checkpoint.every_steps=2"]
+    launch(f"trainer.output_dir={out}", "trainer.max_steps=4", *common)
+    before = load_file(out / "adapter_model.safetensors")
+    result = launch(f"trainer.output_dir={out}", "trainer.max_steps=6", *common)
+    rates = {h["step"]: h["learning_rate"] for h in state(out)["log_history"] if "learning_rate" in h}
+    base = rates[1]
+    assert rates[4] == pytest.approx(base / 4)  # the first launch: (4 - 3) / 4
+    # The second launch: 6 steps decaying linearly, from step 5 on; (6 - 4) / 6 and (6 - 5) / 6 of the base rate.
+    assert (rates[5], rates[6]) == (pytest.approx(base / 3), pytest.approx(base / 6))
+    assert "Learning rate at step 5: 0.000333333 on this launch's schedule" in result.stderr
+    after = load_file(out / "adapter_model.safetensors")
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
 def test_a_refused_second_run_leaves_the_first_runs_folder_alone(tmp_path):
     out = tmp_path / "first"
     launch(f"trainer.output_dir={out}", "trainer.max_steps=2", "checkpoint.every_steps=2")
