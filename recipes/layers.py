@@ -194,7 +194,31 @@ def parse_override(text: str) -> dict:
         )
     if SECRET_KEY.search(key):  # kept as text, refused by the recipe check: a YAML error would quote it
         return nested_value(key, value)
-    return nested_value(key, parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None)
+    try:
+        parsed = parse_yaml(value, f"override {redact(text)!r}") if value.strip() else None
+    except RecipeError:
+        if sum(map(value.count, "[{")) == sum(map(value.count, "]}")):
+            raise
+        raise RecipeError(
+            f"Override {redact(text)!r}: its brackets do not pair up. The shell splits an override at each space "
+            f"unless it is quoted: put the whole override in single quotes, '{key}=...'."
+        ) from None
+    if value.count("#") > _hashes(parsed):  # ' #' starts a YAML comment: the rest of the value was dropped
+        raise RecipeError(
+            f"Override {redact(text)!r}: YAML reads ' #' as the start of a comment and would drop the rest of the "
+            f"value. Put the value in double quotes to keep it: '{key}=\"{value}\"' (single quotes around the "
+            "whole override for the shell)."
+        )
+    return nested_value(key, parsed)
+
+
+def _hashes(value: Any) -> int:
+    """How many '#' the strings (keys too) of a parsed YAML value hold."""
+    if isinstance(value, dict):
+        return sum(_hashes(k) + _hashes(v) for k, v in value.items())
+    if isinstance(value, list):
+        return sum(_hashes(v) for v in value)
+    return value.count("#") if isinstance(value, str) else 0
 
 
 def merge_layer(into: dict, layer: dict, source: str, origins: dict, prefix: str = "") -> None:

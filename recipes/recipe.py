@@ -136,7 +136,10 @@ def _check_section(name: str, section: Any, origins: dict, errors: list[str], re
         spec = specs[key]
         wrong_type = spec.types is not None and not schema.type_ok(value, spec.types)
         if wrong_type and not spec.choices:
-            errors.append(f"{name}.{key} in {where} must be {schema.type_name(spec.types)}, got {value!r}.")
+            errors.append(
+                f"{name}.{key} in {where} must be {schema.type_name(spec.types)}, got {value!r}."
+                + schema.quote_hint(f"{name}.{key}", value, spec.types, where.startswith("override"))
+            )
         # A wrong type is checked apart from membership: 1 == True, so 1 is "in" (auto, True, False).
         elif spec.choices and (wrong_type or value not in spec.choices):
             choices = [str(c).lower() if isinstance(c, bool) else c for c in spec.choices]  # YAML's spelling

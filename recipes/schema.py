@@ -213,6 +213,20 @@ def type_name(types: tuple) -> str:
     return " or ".join(dict.fromkeys(names.get(t, getattr(t, "__name__", str(t))) for t in types))
 
 
+def quote_hint(key: str, value: Any, types: tuple, on_command_line: bool) -> str:
+    """For text that YAML read as another type (``Solve: end with N`` is a mapping, ``0123`` the number 83, ``yes``
+    true): how to keep it text; "" where text was not expected or the value is text."""
+    if str not in types or isinstance(value, str) or value is None:
+        return ""
+    kind = {dict: "a mapping (': ' inside a value starts one)", list: "a list", bool: "true/false"}
+    write = (
+        f"'{key}=\"...\"' (single quotes around the whole override)"
+        if on_command_line
+        else f'{key.split(".")[-1]}: "..."'
+    )
+    return f" YAML read it as {kind.get(type(value), 'a number')}: to keep it as text, put it in double quotes, {write}."
+
+
 def type_ok(value: Any, types: tuple) -> bool:
     """YAML-aware type check: ints pass as floats, bools never pass as numbers."""
     if value is None:

@@ -71,6 +71,17 @@ def test_errors_in_a_file_name_that_file(tmp_path):
         load_recipe(str(bad))
 
 
+def test_text_that_yaml_reads_as_a_number_is_refused_with_how_to_quote_it(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("base: gsm8k_tiny\nmodel:\n  revision: 0123\n")
+    with pytest.raises(RecipeError) as error:
+        load_recipe(str(mine))
+    assert f'model.revision in {mine} must be a string or null, got 83. YAML read it as a number: to keep it as ' \
+        'text, put it in double quotes, revision: "...".' in str(error.value)  # fmt: skip
+    mine.write_text('base: gsm8k_tiny\nmodel:\n  revision: "0123"\n')
+    assert load_recipe(str(mine)).config["model"]["revision"] == "0123"
+
+
 def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path):
     """YAML keeps the last of two equal keys: a second trainer: section silently dropped the first's values."""
     mine = tmp_path / "mine.yaml"

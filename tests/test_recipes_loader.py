@@ -190,7 +190,34 @@ def test_published_settings_are_what_the_recipes_say():
             "override 'heldout=false': section heldout must be a mapping, got bool. Write heldout.enabled=false.",
         ),
         (["lora=3"], "section lora must be a mapping, got int. Set its keys: lora.KEY=VALUE."),
-        (["trainer.max_steps=[1"], "override 'trainer.max_steps=[1': not valid YAML"),
+        (["trainer.max_steps=a: b: c"], "override 'trainer.max_steps=a: b: c': not valid YAML"),
+        # what the shell makes of an unquoted `rewards=[{name: format}]`: two arguments, the first cut short
+        (
+            ["rewards=[{name:"],
+            (
+                "Override 'rewards=[{name:': its brackets do not pair up. The shell splits an override at each "
+                "space unless it is quoted: put the whole override in single quotes, 'rewards=...'."
+            ),
+        ),
+        # text that YAML reads as something else: a comment dropped `#### N` without a word
+        (
+            ["data.system_prompt=End with #### N"],
+            (
+                "YAML reads ' #' as the start of a comment and would drop the rest of the value. Put the value in "
+                """double quotes to keep it: 'data.system_prompt="End with #### N"'"""
+            ),
+        ),
+        (
+            ["data.system_prompt=Solve: end with N"],
+            (
+                "got {'Solve': 'end with N'}. YAML read it as a mapping (': ' inside a value starts one): to keep "
+                """it as text, put it in double quotes, 'data.system_prompt="..."' (single quotes around the"""
+            ),
+        ),
+        (
+            ["model.revision=0123"],
+            "got 83. YAML read it as a number: to keep it as text, put it in double quotes",
+        ),
         (
             ["lora.rank=8"],
             "Unknown key lora.rank in override 'lora.rank=8'. Did you mean lora.r?",
