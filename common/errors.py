@@ -10,7 +10,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -88,26 +90,45 @@ def _write_error_file(error_file: str | None, message: str, timestamp: int | Non
             Path(error_file).write_text(json.dumps(report))
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, stopping a command as Ctrl-C does: ``kill``, ``timeout``, a batch scheduler, or the launcher's death
+    (recipes/launcher.py ``end_with_launcher``)."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    # One is enough: `timeout` signals the launcher and its group, and the launcher's death signals the run again;
+    # a second Terminated would break off the cleanup of the first. SIGKILL still ends a process that hangs.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated
+
+
 def exit_status(command: Callable[[], object], interrupted: str | None = None) -> int:
     """Run a command line's work: 0, or 2 with ``error: <message>`` on stderr for a UserError (no traceback).
 
-    ``interrupted``: what Ctrl-C left and how to go on, said with exit status 130 instead of a traceback.
+    ``interrupted``: what Ctrl-C or SIGTERM left and how to go on, said with exit status 130 (143 for SIGTERM)
+    instead of a traceback or, for SIGTERM, a silent end.
     """
+    # Only the main thread may set a handler (a notebook's worker thread may call a main() too).
+    handles_term = interrupted is not None and threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if handles_term else None
     try:
         command()
     except UserError as e:
         say_error(str(e))
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if interrupted is None:
             raise
         # A closed bar ends its line; otherwise the line may hold the terminal's "^C".
         start = "" if _close_progress_bars() else "\n"
         print(f"{start}interrupted: {interrupted}", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
     except BrokenPipeError:
         # The reader of stdout is gone (``| head``): it has what it wanted. Python's documented recipe: stdout to
         # devnull, so the interpreter's last flush does not raise again; the status a shell gives SIGPIPE.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    finally:
+        if handles_term:
+            signal.signal(signal.SIGTERM, previous)
     return 0

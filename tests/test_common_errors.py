@@ -1,9 +1,11 @@
-"""Command lines end with a message, never a traceback, for what the user can act on: a UserError or Ctrl-C."""
+"""Command lines end with a message, never a traceback, for what the user can act on: a UserError, Ctrl-C, SIGTERM."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 
 import pytest
 
@@ -55,6 +57,21 @@ def test_exit_status_turns_user_errors_and_ctrl_c_into_messages(capsys):
         KeyboardInterrupt
     ):  # a command that has nothing to say about Ctrl-C keeps Python's way
         exit_status(interrupted)
+
+
+def test_sigterm_stops_a_command_as_ctrl_c_does_with_the_status_a_shell_gives_it(capsys):
+    """`kill`, `timeout`, a batch scheduler, or the launcher's death (PR_SET_PDEATHSIG) ended a run silently."""
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+
+    started = time.monotonic()
+    assert exit_status(terminated, interrupted="rerun the same command to resume.") == 128 + signal.SIGTERM
+    assert time.monotonic() - started < 4
+    assert capsys.readouterr().err == "\ninterrupted: rerun the same command to resume.\n"
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the command's alone
 
 
 def test_a_training_run_stopped_with_ctrl_c_says_how_to_resume(monkeypatch, capsys):

@@ -35,7 +35,7 @@ def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
     launcher = subprocess.Popen(
         [*accelerate_launcher(1), "-q", "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}",
          "trainer.max_steps=100000", "heldout.enabled=false"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=(tmp_path / "stderr").open("w"),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
@@ -45,6 +45,11 @@ def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
         (run,) = psutil.Process(launcher.pid).children()
         os.kill(launcher.pid, signal.SIGTERM)  # what `kill`, a job manager or a process monitor sends
         run.wait(timeout=60)  # psutil.TimeoutExpired while the run trains on as an orphan
+        # It says so, as after Ctrl-C: it ended without a word.
+        said = (tmp_path / "stderr").read_text()
+        assert "\ninterrupted: every checkpoint saved before it is kept; rerun the same command" in said, (
+            said[-2000:]
+        )
     finally:
         for process in (
             psutil.Process(launcher.pid).children(recursive=True) if launcher.poll() is None else []
