@@ -12,6 +12,7 @@ gain, and the primary paired test's p-value (the numbers README.md and tests/tes
 from __future__ import annotations
 
 import argparse
+import platform
 import subprocess
 import sys
 import tempfile
@@ -48,9 +49,30 @@ def run_seed(
         base = evaluate(recipe, base_file, **draw)  # the same file for every seed: generated once
         tuned = evaluate(recipe, tuned_file, adapter=run_dir, **draw)
         comparison = compare(base_file, tuned_file, plot=run_dir / f"comparison-x{n}.png")
+        widest = (
+            comparison.pass_at_k[-1] if comparison.pass_at_k else None
+        )  # pass@n: one of all n samples right
         rows.append({"seed": seed, "samples": n, "grpo_s": grpo, "base": base.accuracy, "tuned": tuned.accuracy,
-                     "p": comparison.tests[PRIMARY_TEST].p_value})  # fmt: skip
+                     "p": comparison.tests[PRIMARY_TEST].p_value, "widest": widest})  # fmt: skip
     return rows
+
+
+def cpu_name() -> str:
+    """The CPU's model name and widest vector instructions (Linux), or what the platform says."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or platform.machine()
+    field = {
+        k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)
+    }
+    flags = field.get("flags", "").split()
+    vector = next((f for f in ("avx512f", "avx2", "avx", "asimd") if f in flags), "no AVX")
+    return f"{field.get('model name', '?')} (family {field.get('cpu family')} model {field.get('model')}, {vector})"
+
+
+def _interval(ci95) -> str:
+    return "" if ci95 is None else f"[{100 * ci95[0]:+.1f}, {100 * ci95[1]:+.1f}]"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,15 +104,24 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{args.recipe} {' '.join(args.overrides)}: model build {build:.0f} s (0 when cached); runs in {out}"
     )
+    # The figures are exact for one kind of CPU: its vector instructions round differently, so sampled tokens part.
+    print(f"CPU: {cpu_name()}")
     for n in args.samples:
         print(f"\n{args.questions or 'all'} test questions x {n} samples")
-        print("| GRPO seed | GRPO s | base | tuned | gain (points) | p (sign-flip) |")
-        print("|---|---|---|---|---|---|")
+        print(
+            f"| GRPO seed | GRPO s | base | tuned | gain (points) | p (sign-flip) | pass@{n} base / tuned [95% CI] |"
+        )
+        print("|---|---|---|---|---|---|---|")
         for r in (r for r in rows if r["samples"] == n):
-            gain = 100 * (r["tuned"] - r["base"])
+            gain, widest = 100 * (r["tuned"] - r["base"]), r["widest"]
+            at_n = (
+                ""
+                if widest is None
+                else f"{widest.baseline:.1%} / {widest.tuned:.1%} {_interval(widest.ci95)}"
+            )
             print(
                 f"| {r['seed']} | {r['grpo_s']:.0f} | {r['base']:.1%} | {r['tuned']:.1%} | {gain:+.1f} "
-                f"| {r['p']:.2g} |"
+                f"| {r['p']:.2g} | {at_n} |"
             )
     return 0
 

@@ -231,7 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recipe", help="recipe name (python recipes/run.py --list) or a recipe YAML file")
-    p.add_argument("overrides", nargs="*", help="section.key=value recipe overrides, e.g. data.source=DIR")
+    p.add_argument(
+        "overrides", nargs="*", default=[], help="section.key=value recipe overrides, e.g. data.source=DIR"
+    )
     p.add_argument("--out", required=True, help="JSONL file of graded samples (resumed if it exists)")
     p.add_argument(
         "--adapter",

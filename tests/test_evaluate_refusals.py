@@ -172,6 +172,14 @@ def test_an_adapter_of_another_base_model_is_refused_naming_that_base(tmp_path, 
     code, _, err = run(capsys, "gsm8k_tiny", "--adapter", adapter, "--out", tmp_path / "x.jsonl")
     assert code == 2 and "Cannot apply the adapter" in err
     assert "It was trained from org/other-base: set model.name_or_path to that" in err
+    # One line: torch's list of mismatched weights, a line each, came before the fix.
+    (said,) = [line for line in err.splitlines() if "Cannot apply the adapter" in line]
+    assert (
+        said.startswith("error: ") and "2 of its weights have other shapes than this model's (first: " in said
+    )
+    assert "\tsize mismatch" not in err and not any(
+        line.startswith("size mismatch") for line in err.splitlines()
+    )
 
 
 def test_a_prompt_that_fills_the_context_alone_is_named_not_answered_with_a_fix_that_cannot_work():

@@ -13,12 +13,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from common.errors import UserError
 from recipes.compiled_generation import compile_generation
+
+logger = logging.getLogger(__name__)
 
 
 class EvaluationError(UserError):
@@ -227,6 +230,15 @@ def load_generator(
         return VLLMGenerator(model, adapter, decoding, seed=seed), load_tokenizer(model)
     import torch
 
+    trained_from = (adapter_base_section(Path(adapter)) or {}).get("name_or_path") if adapter else None
+    if (
+        trained_from and trained_from != model["name_or_path"]
+    ):  # the same weights elsewhere, or a wrong pairing
+        logger.warning(
+            "The adapter in %s was trained from %s; this evaluation applies it to %s (model.name_or_path). Unless "
+            "that is the same model, set model.name_or_path=%s.", adapter, trained_from, model["name_or_path"],
+            trained_from,
+        )  # fmt: skip
     cuda = torch.cuda.is_available()
     base, tokenizer = load_model_and_tokenizer(model, device_index=0 if cuda else None)
     if cuda and model["quantization"] == "none":
@@ -237,11 +249,10 @@ def load_generator(
         try:
             base = PeftModel.from_pretrained(base, str(adapter))
         except (RuntimeError, ValueError, KeyError) as e:
-            trained_from = adapter_base_section(Path(adapter)) or {"name_or_path": "the adapter's base model"}
             raise EvaluationError(
-                f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {e}. It was trained from "
-                f"{trained_from['name_or_path']}: set model.name_or_path to that, or evaluate with the recipe it "
-                "was trained with."
+                f"Cannot apply the adapter in {adapter} to {model['name_or_path']}: {_load_failure(e)}. It was "
+                f"trained from {trained_from or 'another base model'}: set model.name_or_path to that, or evaluate "
+                "with the recipe it was trained with."
             ) from None
         if merged:
             from recipes.merged_lora import merge_adapters
@@ -249,6 +260,16 @@ def load_generator(
             merge_adapters(base)  # for good: this model only generates, and the unmerged layers are freed
     base.eval()
     return HFGenerator(base, tokenizer, decoding, compiled), tokenizer
+
+
+def _load_failure(error: Exception) -> str:
+    """peft's failure in one line: torch lists every weight of another shape on a line of its own."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    mismatches = [line for line in lines if line.startswith("size mismatch for ")]
+    if mismatches:
+        first = mismatches[0].removeprefix("size mismatch for ").rstrip(".")
+        return f"{len(mismatches)} of its weights have other shapes than this model's (first: {first})"
+    return lines[0] if lines else type(error).__name__
 
 
 def check_context(
