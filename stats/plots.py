@@ -61,9 +61,11 @@ def _difference_panel(ax, c: Comparison) -> None:
         ax.axhspan(lo, hi, color="tab:blue", alpha=0.15, label=f"paired 95% CI [{lo:+.1f}, {hi:+.1f}]")
     primary = c.tests[PRIMARY_TEST]
     p = format_p(primary.p_value if primary else None)
+    # With other sample counts per file, questions read as changed by noise alone (stats.samples).
+    caveat = " (misleading: other --samples per file)" if c.mismatched_samples else ""
     ax.set_title(
-        f"Per-question difference: {c.improved} improved, {c.regressed} regressed, {c.unchanged} unchanged\n"
-        f"{PRIMARY_TEST} p = {p}",
+        f"Per-question difference: {c.improved} improved, {c.regressed} regressed, {c.unchanged} unchanged"
+        f"{caveat}\n{PRIMARY_TEST} p = {p}" + (" (approximate)" if c.mismatched_samples else ""),
         fontsize=10,
     )
     ax.set_xlabel("question (sorted by difference)")
@@ -101,7 +103,7 @@ def _forest_panel(ax, b: GroupBreakdown, overall: float) -> None:
     ax.set_xlim(min(low, -5), max(high, 5))
     ax.set_xlabel("tuned - baseline accuracy (points), 95% CI over the group's questions")
     adjusted = (
-        f"p_holm = {PRIMARY_TEST} p, Holm-adjusted over {b.corrected} groups"
+        f"p_holm = {PRIMARY_TEST} p, Holm-adjusted over the {b.corrected} groups that have one"
         if b.corrected
         else "no group has a p-value (no difference, or too few questions)"
     )

@@ -100,6 +100,7 @@ def mismatched_samples_note(baseline: ModelRecords, tuned: ModelRecords, ids: li
     return (
         f"the files hold different numbers of samples on {len(differ)} of {len(ids)} questions (e.g. {q!r}: "
         f"{baseline.counts[q][1]} in the baseline, {tuned.counts[q][1]} in the tuned file), so one file's per-question "
-        "accuracies are noisier: Wilcoxon is left out, the sign-flip p-value is approximate, and the improved/"
-        "regressed counts mislead. Evaluate both with the same --samples."
+        "accuracies are noisier: Wilcoxon is left out, the sign-flip p-value is approximate (computed over every "
+        "sign assignment, but the differences are not symmetric under no difference as it assumes), and the "
+        "improved/regressed counts mislead. Evaluate both with the same --samples."
     )

@@ -190,6 +190,10 @@ def test_forest_panel_is_drawn_and_written(capsys, tmp_path, math_files):
         "level unknown (n=1)",
     ]
     assert len(forest.containers) == 5  # an interval for each group of 2+ questions
+    # Seven rows, not all with a p-value: "over N groups" read as a count of the rows.
+    corrected = compare(*math_files).groups.corrected
+    assert 0 < corrected < len(labels)
+    assert forest.get_title().endswith(f"Holm-adjusted over the {corrected} groups that have one")
     algebra_bar = forest.containers[0].lines[0].get_xdata()[0]
     assert algebra_bar == pytest.approx(100 * _expected([f"a{i:02d}" for i in range(10)])["difference"])
     assert any(

@@ -91,6 +91,16 @@ def test_files_with_other_sample_counts_leave_wilcoxon_out_and_say_why(capsys, t
     assert "pass@k: not shown: some paired question has a single sample in one file" in out
     result = json.loads(run_compare(capsys, tmp_path / "b.jsonl", tmp_path / "t.jsonl", "--json")[1])
     assert result["tests"]["wilcoxon"]["p_value"] is None and "30 of 30" in result["mismatched_samples"]
+    # The plot's counts said "27 improved" without the caveat the text gives.
+    from stats.compare import compare
+    from stats.plots import draw_comparison
+
+    titles = [
+        ax.get_title() for ax in draw_comparison(compare(tmp_path / "b.jsonl", tmp_path / "t.jsonl")).axes
+    ]
+    (counts,) = [t for t in titles if t.startswith("Per-question difference")]
+    assert "unchanged (misleading: other --samples per file)\nsign_flip p = " in counts
+    assert counts.endswith("(approximate)")
 
 
 def test_equal_sample_counts_keep_wilcoxon_and_say_nothing(capsys, tmp_path):
