@@ -112,7 +112,11 @@ def load_records(path: str | Path) -> ModelRecords:
     """
     path = Path(path)
     if not path.is_file():
-        kind = "is a directory, not a file" if path.is_dir() else "does not exist"
+        kind = (
+            "is a directory, not a file" if path.is_dir()
+            else "is not a regular file (a device or a pipe)" if path.exists()
+            else "does not exist"
+        )  # fmt: skip
         raise InputError(f"{path} {kind}: expected a JSONL file of graded samples.")
     try:
         text = path.read_text(encoding="utf-8")

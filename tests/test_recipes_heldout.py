@@ -89,7 +89,8 @@ def test_bundled_tiny_recipes_get_a_heldout_split_from_their_train_file(monkeypa
         assert all(i.split("-")[1] == "train" for i in heldout["id"])
         assert not set(heldout["id"]) & set(train["id"])
         # Both splits read the carve; the log says it once.
-        assert caplog.text.count(f"train split: {sizes[0]} of {sum(sizes)} rows held out") == 1
+        said = f"The train split of {data['source']}: {sizes[0]} of {sum(sizes)} rows held out"
+        assert caplog.text.count(said) == 1
 
 
 def test_math_heldout_comes_from_its_train_source_not_math500(math_dir):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -86,8 +87,9 @@ def test_many_bad_lines_are_summarised(tmp_path):
         (lambda p: p.mkdir(), "is a directory"),
         (lambda p: p.write_text("\n\n"), "no records (the file is empty)"),
         (lambda p: p.write_bytes(b"\xff\xfe{"), "cannot read the file as UTF-8"),
+        (lambda p: os.mkfifo(p), "is not a regular file (a device or a pipe)"),  # it said "does not exist"
     ],
-    ids=["missing", "directory", "empty", "not-utf8"],
+    ids=["missing", "directory", "empty", "not-utf8", "pipe"],
 )
 def test_unusable_files(tmp_path, setup, expected):
     path = tmp_path / "x.jsonl"
