@@ -43,8 +43,14 @@ def run_source(location: str, endpoint_url: str | None = None) -> RunSource:
         if endpoint_url:
             raise InputError(f"--endpoint-url is for an s3:// URI; {location} is a local folder.")
         folder = Path(location)
-        out = folder.parent / f"curves-{folder.name}.png" if is_checkpoint(folder) else folder / "curves.png"
-        return RunSource(folder, out)
+        if not _is_folder_store(folder):
+            out = (
+                folder.parent / f"curves-{folder.name}.png"
+                if is_checkpoint(folder)
+                else folder / "curves.png"
+            )
+            return RunSource(folder, out)
+        location = folder.resolve().as_uri()  # read as the store it is: nothing is written into it
     from callbacks.best import best_run, names_best_pointer
     from callbacks.errors import CheckpointError
     from callbacks.fetch import fetch_checkpoint  # the store code alone, not the TrainerCallback
@@ -65,3 +71,16 @@ def run_source(location: str, endpoint_url: str | None = None) -> RunSource:
     marks = tuple(s for s in complete if fetched is None or s <= fetched)  # the log ends at the fetched step
     out = check_output_path(f"curves-{name}.png", "the default output", IMAGE_SUFFIXES)
     return RunSource(folder, out, location, marks)
+
+
+def _is_folder_store(folder: Path) -> bool:
+    """A run's prefix in a folder store (``checkpoint.uri`` a folder): sealed checkpoint-N folders, and neither the
+    recipe.yaml nor the trainer_state.json that a training output folder holds."""
+    from callbacks.manifest import MANIFEST_NAME
+
+    return (
+        not is_checkpoint(folder)
+        and not (folder / "recipe.yaml").exists()
+        and not (folder / "trainer_state.json").exists()
+        and any((c / MANIFEST_NAME).is_file() for c in folder.glob("checkpoint-*"))
+    )

@@ -138,6 +138,14 @@ def test_a_run_uri_is_fetched_and_its_curves_land_in_the_current_folder(capsys, 
         "wrote curves-llama-checkpoint-3.png" in text
         and (tmp_path / "curves-llama.png").read_bytes() == whole
     )
+    # The store's folder given as a path is read as the store it is: curves.png went into the store's prefix.
+    (tmp_path / "curves-llama.png").unlink()
+    store_files = sorted(p.relative_to(store.root) for p in store.root.rglob("*"))
+    assert main([str(tmp_path / "drive" / "llama")]) == 0
+    assert (
+        "checkpoints at steps: 3, 6" in capsys.readouterr().out and (tmp_path / "curves-llama.png").is_file()
+    )
+    assert sorted(p.relative_to(store.root) for p in store.root.rglob("*")) == store_files
     assert main([f"file://{tmp_path}/drive/llama/checkpoint-9"]) == 2
     assert "no complete checkpoint there" in capsys.readouterr().err
     assert main([str(tmp_path / "src"), "--endpoint-url", "http://127.0.0.1:9"]) == 2
