@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 from matplotlib.transforms import offset_copy
 
@@ -39,8 +40,15 @@ def _mark_step(ax, step: int, text: str, nth: int = 0) -> None:
     label.set_in_layout(False)  # a long label must not squeeze the other panels
 
 
-def _mark_best(ax, best: Evaluation) -> None:
+def _mark_best(ax, best: Evaluation, steps: list[int]) -> None:
     """A gold star at the best evaluation, named in the legend and labelled above it."""
+    ha = (
+        "left"
+        if best.step == min(steps) < max(steps)
+        else "right"
+        if best.step == max(steps) > min(steps)
+        else "center"
+    )
     ax.plot(
         [best.step],
         [best.accuracy],
@@ -56,7 +64,7 @@ def _mark_best(ax, best: Evaluation) -> None:
         (best.step, best.accuracy),
         textcoords="offset points",
         xytext=(0, 9),
-        ha="center",
+        ha=ha,  # at the first or last step, centred it ran into the axis's tick labels
         fontsize=7,
     )
 
@@ -93,7 +101,7 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
         )
     best = best_evaluation(evaluations)
     if best is not None:  # None: no evaluation has an accuracy (the grader settled none of their samples)
-        _mark_best(ax, best)
+        _mark_best(ax, best, steps)
     marks = [(alarm.steps[1], f"alarm: {alarm.kind}") for alarm in heldout.alarms]
     marks += [(step, f"stopped, resumed: {reason}") for step, reason in heldout.resumed_stops]
     marks += [(heldout.stopped[0], f"stopped: {heldout.stopped[1]}")] if heldout.stopped else []
@@ -113,6 +121,8 @@ def draw_heldout(ax, heldout: HeldoutHistory | None, reward: dict[int, float]) -
         # Draw the accuracy and its legend over the twin's reward, not under it.
         ax.set_zorder(twin.get_zorder() + 1)
         ax.patch.set_visible(False)
-        # The caller builds the legend from ax alone: an empty line there names the twin's curve.
+        # The caller builds the legend from ax alone: an empty line there names the twin's curve, and a copy of it
+        # in the twin's coordinates, never drawn, is what the legend's "best" place then keeps clear of.
         ax.plot([], [], color=_REWARD, alpha=0.5, label="training reward (right axis)")
+        ax.add_artist(Line2D(*twin.lines[0].get_data(), transform=twin.transData, visible=False))
     return []

@@ -208,3 +208,31 @@ def test_a_bad_history_file_is_an_input_error_naming_it(capsys, run_dir, content
     assert str(err.value).startswith(f"{path}: ") and expected in str(err.value)
     assert main([str(run_dir)]) == 2
     assert capsys.readouterr().err == f"error: {err.value}\n"
+
+
+def test_the_legend_keeps_clear_of_the_training_reward_and_the_best_label_of_the_axis(tmp_path):
+    """The legend was placed from the panel's own lines alone and sat on the training reward (the twin axis's); a
+    best at the last step was labelled across the right axis's tick labels ("best 28.5%3.0")."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from stats.heldout_curves import draw_heldout
+
+    evaluations = [evaluation(s, 0.32 - s / 1000, 0.28, 0.33) for s in (2, 4, 6, 8, 10)]
+    write_json(tmp_path / "heldout" / "history.json", history(evaluations))
+    heldout = load_heldout(tmp_path, [{"step": s} for s in range(1, 11)], "run")
+    fig = Figure(figsize=(5, 2))
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    draw_heldout(
+        ax, heldout, {s: 1.0 + s / 10 for s in range(1, 11)}
+    )  # rises from the panel's empty lower left
+    ax.legend(fontsize=7)
+    fig.canvas.draw()
+    (twin,) = [a for a in fig.axes if a is not ax]
+    reward = twin.lines[0].get_transform().transform_path(twin.lines[0].get_path())
+    assert not reward.intersects_bbox(ax.get_legend().get_window_extent(), filled=False)
+    (best,) = [t for t in ax.texts if t.get_text().startswith("best")]
+    assert (
+        best.get_text() == "best 31.8%" and best.get_ha() == "left"
+    )  # the first step: clear of the left axis
