@@ -42,13 +42,9 @@ def _mark_step(ax, step: int, text: str, nth: int = 0) -> None:
 
 def _mark_best(ax, best: Evaluation, steps: list[int]) -> None:
     """A gold star at the best evaluation, named in the legend and labelled above it."""
-    ha = (
-        "left"
-        if best.step == min(steps) < max(steps)
-        else "right"
-        if best.step == max(steps) > min(steps)
-        else "center"
-    )
+    ha = "center"  # at the first or last step, centred, it ran into the axis's tick labels
+    if len(set(steps)) > 1 and best.step in (min(steps), max(steps)):
+        ha = "left" if best.step == min(steps) else "right"
     ax.plot(
         [best.step],
         [best.accuracy],
@@ -64,7 +60,7 @@ def _mark_best(ax, best: Evaluation, steps: list[int]) -> None:
         (best.step, best.accuracy),
         textcoords="offset points",
         xytext=(0, 9),
-        ha=ha,  # at the first or last step, centred it ran into the axis's tick labels
+        ha=ha,
         fontsize=7,
     )
 

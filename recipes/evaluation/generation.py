@@ -231,9 +231,9 @@ def load_generator(
     import torch
 
     trained_from = (adapter_base_section(Path(adapter)) or {}).get("name_or_path") if adapter else None
-    if (
-        trained_from and trained_from != model["name_or_path"]
-    ):  # the same weights elsewhere, or a wrong pairing
+    # Another name: the same weights in another place (a local copy of a Hub model), or a wrong pairing that may
+    # load all the same (a model of the same shape) and be evaluated as if it were the run's.
+    if trained_from and trained_from != model["name_or_path"]:
         logger.warning(
             "The adapter in %s was trained from %s; this evaluation applies it to %s (model.name_or_path). Unless "
             "that is the same model, set model.name_or_path=%s.", adapter, trained_from, model["name_or_path"],

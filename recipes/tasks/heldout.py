@@ -103,8 +103,8 @@ def task_rows(task, data: dict, split: str):
             f"{len(rows)} do. Add training rows, or turn held-out evaluation off (heldout.enabled=false)."
         )
     _say_once(
-        "The %s split of %s: %d of %d rows held out (each question with a %d%% chance, by a hash of its text), the other "
-        "%d for training.",
+        "The %s split of %s: %d of %d rows held out (each question with a %d%% chance, by a hash of its text), "
+        "the other %d for training.",
         data["split"], data["source"], sum(held), len(rows), HELDOUT_PERCENT, len(rows) - sum(held),
     )  # fmt: skip
     return rows.select([i for i, is_held in enumerate(held) if is_held == (split == HELDOUT)])
