@@ -49,9 +49,8 @@ def run_seed(
         base = evaluate(recipe, base_file, **draw)  # the same file for every seed: generated once
         tuned = evaluate(recipe, tuned_file, adapter=run_dir, **draw)
         comparison = compare(base_file, tuned_file, plot=run_dir / f"comparison-x{n}.png")
-        widest = (
-            comparison.pass_at_k[-1] if comparison.pass_at_k else None
-        )  # pass@n: one of all n samples right
+        # pass@n, one of all n samples right: where the base model's wider search catches up
+        widest = comparison.pass_at_k[-1] if comparison.pass_at_k else None
         rows.append({"seed": seed, "samples": n, "grpo_s": grpo, "base": base.accuracy, "tuned": tuned.accuracy,
                      "p": comparison.tests[PRIMARY_TEST].p_value, "widest": widest})  # fmt: skip
     return rows
@@ -114,11 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---|---|---|---|---|---|")
         for r in (r for r in rows if r["samples"] == n):
             gain, widest = 100 * (r["tuned"] - r["base"]), r["widest"]
-            at_n = (
-                ""
-                if widest is None
-                else f"{widest.baseline:.1%} / {widest.tuned:.1%} {_interval(widest.ci95)}"
-            )
+            at_n = f"{widest.baseline:.1%} / {widest.tuned:.1%} {_interval(widest.ci95)}" if widest else ""
             print(
                 f"| {r['seed']} | {r['grpo_s']:.0f} | {r['base']:.1%} | {r['tuned']:.1%} | {gain:+.1f} "
                 f"| {r['p']:.2g} | {at_n} |"

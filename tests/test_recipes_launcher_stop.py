@@ -32,11 +32,12 @@ def test_only_accelerate_counts_as_the_launcher(cmdline, accelerate):
 @pytest.mark.slow
 def test_a_killed_launcher_takes_its_run_with_it(tmp_path):
     out = tmp_path / "out"
-    launcher = subprocess.Popen(
-        [*accelerate_launcher(1), "-q", "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}",
-         "trainer.max_steps=100000", "heldout.enabled=false"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=(tmp_path / "stderr").open("w"),
-    )  # fmt: skip
+    with (tmp_path / "stderr").open("w") as stderr:  # the launcher's and the run's: the run inherits it
+        launcher = subprocess.Popen(
+            [*accelerate_launcher(1), "-q", "recipes/run.py", "gsm8k_tiny", f"trainer.output_dir={out}",
+             "trainer.max_steps=100000", "heldout.enabled=false"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr,
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + 240
         while not any(out.rglob("run.lock")):  # the run holds its folder: what an orphan would keep
