@@ -102,10 +102,18 @@ def _recent_mean(series: dict[int, float], step: int, window: int) -> float | No
 
 
 def _rewards(best: dict, latest: dict, log_history: list[dict], window: int) -> tuple[float, float] | None:
-    """Training reward at the two evaluations: their ``reward`` fields, else means over the training log."""
+    """Training reward at the two evaluations: their ``reward`` fields, else means over the training log.
+
+    The model before training (step 0) has no reward of its own: the first logged rewards stand in for it, against
+    the latest evaluation's own. From the log alone, the first evaluation after step 0 compared the same logged
+    steps twice (it runs before its own step is logged), and a fall there never read as reward hacking.
+    """
+    series = metric_series(log_history, "reward")
+    if latest.get("reward") is not None and best.get("reward") is None and best["step"] == 0:
+        before = _recent_mean(series, 0, window)
+        return None if before is None else (before, latest["reward"])
     if best.get("reward") is not None and latest.get("reward") is not None:
         return best["reward"], latest["reward"]
-    series = metric_series(log_history, "reward")
     before, after = (_recent_mean(series, e["step"], window) for e in (best, latest))
     return None if before is None or after is None else (before, after)
 

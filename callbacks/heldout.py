@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -222,10 +223,13 @@ class HeldoutCallback(TrainerCallback):
         the reward-hacking alarm nothing to compare.
         """
         previous = self.history["evaluations"][-1]["step"] if self.history["evaluations"] else 0
-        rewards = [e["reward"] for e in log_history if "reward" in e and e.get("step", 0) > previous]
+        # None (logged) or NaN (pending): a step no reward function applied to, which has no reward to average.
+        rewards = [e.get("reward") for e in log_history if e.get("step", 0) > previous]
         pending = getattr(self.trainer, "_metrics", {}).get("train", {}).get("reward", [])
+        pending = [r for r in pending if math.isfinite(r)]
         if pending:
             rewards.append(sum(pending) / len(pending))
+        rewards = [r for r in rewards if isinstance(r, int | float) and math.isfinite(r)]
         return sum(rewards) / len(rewards) if rewards else None
 
     def _log(self, entry: dict, control, main: bool) -> None:

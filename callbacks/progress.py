@@ -21,13 +21,17 @@ def short_line(logs: dict, step: int, max_steps: int, left: float | None) -> str
 
     >>> short_line({"reward": 1.84, "answers/correct": 0.3125, "completions/mean_length": 21.6}, 12, 400, 130)
     'step 12/400  reward 1.840  correct 31%  length 22  left 2m10s'
+    >>> short_line({"reward": None, "answers/correct": None, "completions/mean_length": 21.6}, 3, 4, None)
+    'step 3/4  reward n/a (no reward applied)  length 22'
     """
     if "reward" not in logs:
         return None
-    parts = [f"step {step}/{max_steps}", f"reward {logs['reward']:.3f}"]
-    if "answers/correct" in logs:
+    # TRL logs None for a metric with no value in the step: a reward no function applied to (each returned None).
+    reward = "n/a (no reward applied)" if logs["reward"] is None else f"{logs['reward']:.3f}"
+    parts = [f"step {step}/{max_steps}", f"reward {reward}"]
+    if logs.get("answers/correct") is not None:
         parts.append(f"correct {100 * logs['answers/correct']:.0f}%")
-    if "completions/mean_length" in logs:
+    if logs.get("completions/mean_length") is not None:
         parts.append(f"length {logs['completions/mean_length']:.0f}")
     if left is not None:
         parts.append(f"left {_duration(left)}")

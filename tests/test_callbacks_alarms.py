@@ -118,6 +118,22 @@ def test_a_fall_below_the_model_before_training_reads_its_reward_from_the_first_
     assert check_alarms(history, _series("reward", [0.9] * 6, every=50), SETTINGS) == []  # reward flat
 
 
+def test_the_first_evaluation_after_the_model_before_training_compares_its_own_reward():
+    """Evaluated at step 20 before step 20 is logged, with logs at steps 5, 10 and 15: the log's first three and
+    last three rewards were the same ones, so a fall of 16.8% -> 6.2% under a rising reward raised no alarm."""
+    log = _series("reward", [-0.106, -0.098, -0.090], first_step=5, every=5)
+    history = _history(_evaluation(0, PEAK), _evaluation(20, FALLEN, reward=-0.087))
+    [alarm] = check_alarms(history, log, SETTINGS)
+    assert (
+        alarm.kind == "reward_hacking" and alarm.steps == (0, 20) and "rose -0.10 -> -0.09" in alarm.message
+    )
+    fallen_reward = _history(_evaluation(0, PEAK), _evaluation(20, FALLEN, reward=-0.2))
+    assert check_alarms(fallen_reward, log, SETTINGS) == []
+    assert (
+        check_alarms(history, [], SETTINGS) == []
+    )  # nothing logged yet: the reward before training is unknown
+
+
 def test_only_questions_both_evaluations_share_are_paired():
     latest = _evaluation(300, FALLEN + [4] * 10, reward=2.0)
     latest["per_question"] = {f"q{i}": row for i, row in enumerate(latest["per_question"].values())}

@@ -131,6 +131,19 @@ def test_an_infinite_or_nan_reward_stops_the_run_naming_the_reward(tmp_path, plu
         build_trainer(recipe).train()
 
 
+def test_a_reward_that_applies_to_no_completion_trains_on_and_says_so(tmp_path):
+    """A reward returning None ("does not apply") for every completion of a step: TRL logs the step's reward as
+    None, and the short log line died formatting it (TypeError) at step 1."""
+    path = f"{REPO / 'tests' / '_plugins.py'}:none_in_training"
+    out = tmp_path / "run"
+    result = launch(
+        f"trainer.output_dir={out}", "trainer.max_steps=4", "checkpoint.every_steps=2",
+        f"rewards=[{{path: '{path}'}}]",
+    )  # fmt: skip
+    assert "step 1/4  reward n/a (no reward applied)" in result.stdout + result.stderr
+    assert state(out)["global_step"] == 4 and (out / "adapter_model.safetensors").is_file()
+
+
 def test_resume_from_local_checkpoint_keeps_optimizer_and_schedule(tmp_path):
     common = [
         "trainer.max_steps=4",
