@@ -52,6 +52,9 @@ class CheckpointSyncCallback(TrainerCallback):
         self.store, self.run, self.staging_dir, self.lease = store, run, Path(staging_dir), lease
         self.stop_on_failure = stop_on_failure
         self.stopped: str | None = None  # why the run ended early for a failed upload (main process)
+        self.local: tuple[Path, int | None] | None = (
+            None  # output_dir and save_total_limit, from the first save
+        )
         self.machine = machine = machine or Machine()
         # Another machine never skips a part: the main process's commit of that checkpoint waits for it.
         pending = max_pending if not machine.uploads_part else 1 << 20
@@ -69,6 +72,7 @@ class CheckpointSyncCallback(TrainerCallback):
         if args.world_size > 1:  # every rank has written its RNG state before the main process stages
             partial_state().wait_for_everyone()
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        self.local = (Path(args.output_dir), args.save_total_limit)  # where _report looks for the unsafe ones
         main = state.is_world_process_zero
         if self.stop_on_failure and self._failed_so_far(main, args.world_size):
             control.should_training_stop = True
@@ -144,8 +148,23 @@ class CheckpointSyncCallback(TrainerCallback):
         failures = "; ".join(
             f"{', '.join(f'checkpoint-{s}' for s in steps)}: {e}" for e, steps in by_error.items()
         )
+        output_dir, limit = self.local
+        kept = [f"checkpoint-{s}" for s in sorted(unsafe) if (output_dir / f"checkpoint-{s}").is_dir()]
+        gone = [f"checkpoint-{s}" for s in sorted(unsafe) if f"checkpoint-{s}" not in kept]
+        # The Trainer's rotation deletes the older local folders whether or not their upload went through.
+        lost = (
+            f" {', '.join(gone)} no longer exist anywhere: trainer.save_total_limit ({limit}) removed them from "
+            f"{output_dir} before they could be uploaded (raise it to keep more while a store is down)."
+            if gone
+            else ""
+        )
+        local = (
+            f" {', '.join(kept)} exist only in {output_dir}: copy them before this machine goes away, or rerun "
+            "with checkpoint.resume=latest on this machine to upload them first."
+            if kept
+            else ""
+        )
         return (
             f"Checkpoint upload to {self.store.uri} FAILED for {failures}. The newest checkpoint safely stored "
-            f"there is {safe}. The newer ones exist only under the local output_dir: copy them before this "
-            "machine goes away, or rerun with checkpoint.resume=latest on this machine to upload them first."
+            f"there is {safe}.{local}{lost}"
         )

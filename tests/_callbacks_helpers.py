@@ -254,7 +254,7 @@ def trainer_objects(output_dir: Path, step: int, *, world_size: int = 1, main: b
     """(args, state, control) as a Trainer passes them to callbacks, for driving a callback by hand."""
     from transformers import TrainerControl, TrainerState
 
-    args = SimpleNamespace(output_dir=str(output_dir), world_size=world_size)
+    args = SimpleNamespace(output_dir=str(output_dir), world_size=world_size, save_total_limit=None)
     state = TrainerState(global_step=step, max_steps=100, is_world_process_zero=main)
     return args, state, TrainerControl()
 

@@ -262,6 +262,13 @@ def test_a_store_that_fails_mid_run_never_costs_the_local_adapter(tmp_path, monk
         train(recipe)
         assert "FAILED for checkpoint-2, checkpoint-4, checkpoint-6: ConnectionError" in caplog.text
         assert "still ends with exit code 0" in caplog.text
+        # It said all three "exist only under the local output_dir" after save_total_limit 2 had removed one.
+        kept = sorted((p.name for p in out.glob("checkpoint-*")), key=lambda name: int(name.split("-")[1]))
+        assert len(kept) == 2 and f"{', '.join(kept)} exist only in {out}: copy them" in caplog.text
+        (gone,) = {"checkpoint-2", "checkpoint-4", "checkpoint-6"} - set(kept)
+        assert (
+            f"{gone} no longer exist anywhere: trainer.save_total_limit (2) removed them from" in caplog.text
+        )
     steps = 4 if required else 6
     assert (out / "adapter_model.safetensors").is_file() and state(out)["global_step"] == steps  # saved first
     assert not (out / ".checkpoint_sync" / "run.lock").exists()  # the folder is free for the next launch
