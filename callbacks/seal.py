@@ -1,5 +1,5 @@
-"""Sealing a just-saved local checkpoint: its adapter checked against the model, its manifest written, the local
-``best`` pointer updated (every process calls it; the main one writes)."""
+"""Sealing a just-saved local checkpoint: its adapter checked against the model, the recipe that trained it and its
+manifest written, the local ``best`` pointer updated (every process calls it; the main one writes)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from transformers import TrainerCallback
 from callbacks.best import update_local_best_pointer
 from callbacks.errors import CheckpointError
 from callbacks.manifest import seal_checkpoint
-from callbacks.publish import RunInfo
+from callbacks.publish import RECIPE_FILE, RunInfo
 from callbacks.saved_adapter import saved_adapter_problems
+from recipes.atomic import write_text_atomically
 
 
 def partial_state():
@@ -41,6 +42,8 @@ class SealCallback(TrainerCallback):
                 problems := saved_adapter_problems(folder, kwargs["model"])
             ):
                 raise CheckpointError(f"{folder} is not a usable checkpoint: {'; '.join(problems)}")
+            if self.run.recipe_yaml is not None:  # a checkpoint says what trained it, copied alone too
+                write_text_atomically(folder / RECIPE_FILE, self.run.recipe_yaml)
             seal_checkpoint(
                 folder,
                 step=state.global_step,

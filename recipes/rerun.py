@@ -54,6 +54,9 @@ MAY_CHANGE = (
     "checkpoint.run_id",
     "callbacks",
 )
+# What even a branch keeps: the checkpoint's adapter and Adam moments have this model's and these LoRA settings' shapes
+# (another rank died loading them, in a traceback, after the branch was allowed).
+BRANCH_KEEPS = ("model.name_or_path", "lora.r", "lora.target_modules")
 # A checkpoint's own bookkeeping; with its training state (optimizer, RNG), not part of the final adapter folder.
 BOOKKEEPING = ("manifest.json", "recipe.yaml")
 # Written last by a final save (recipes/run.py): its step says the whole save is there.
@@ -102,6 +105,12 @@ def changed_recipe_refusal(recipe: Recipe, saved_yaml: str) -> str | None:
     checkpoint = recipe.config["checkpoint"]
     uri, resume, output_dir = checkpoint["uri"], checkpoint["resume"], recipe.config["trainer"]["output_dir"]
     if resume != "latest":
+        if kept := [c for c in changed if c.split(":")[0] in BRANCH_KEEPS]:
+            return (
+                f"checkpoint.resume={resume} cannot branch with another {'; '.join(kept)}: its adapter and "
+                "optimizer state have the shapes its own recipe made. Branch with the same "
+                f"{', '.join(BRANCH_KEEPS)}, or start a new run (checkpoint.resume=never)."
+            )
         if (resume, saved_yaml) not in _branched:  # asked again for each candidate and on every process
             _branched.add((resume, saved_yaml))
             logger.warning(

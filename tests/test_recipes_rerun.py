@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -102,6 +103,27 @@ def test_an_explicit_resume_with_a_changed_recipe_branches_a_new_run_and_says_wh
     weights = "checkpoint-4/adapter_model.safetensors"
     assert (out / weights).read_bytes() != (finished / weights).read_bytes()
     assert snapshot(finished) == before
+
+
+def test_a_branch_keeps_the_adapters_shape_and_a_checkpoint_copied_alone_is_still_checked(finished, tmp_path):
+    """lora.r 8 -> 4 was allowed as a branch and died loading the adapter (a 70-line traceback); a checkpoint
+    folder copied alone held no recipe.yaml, so nothing was checked and no branch was said."""
+    alone = tmp_path / "copy" / "checkpoint-2"
+    alone.parent.mkdir()
+    shutil.copytree(finished / "checkpoint-2", alone)  # without the run folder's recipe.yaml beside it
+    assert (alone / "recipe.yaml").read_text() == (finished / "recipe.yaml").read_text()
+    result = run(tmp_path / "fork", f"checkpoint.resume={alone}", "lora.r=4")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    made = load_recipe("gsm8k_tiny").config["lora"]["r"]
+    assert (
+        f"error: checkpoint.resume={alone} cannot branch with another lora.r: {made} -> 4: its adapter"
+        in (result.stderr)
+    )
+    assert not (tmp_path / "fork" / "checkpoint-4").exists()
+    result = run(tmp_path / "fork2", f"checkpoint.resume={alone}", "trainer.learning_rate=0.5")
+    assert (
+        result.returncode == 0 and "was made with a different recipe (trainer.learning_rate" in result.stderr
+    )
 
 
 def test_an_explicit_resume_may_raise_max_steps(finished, tmp_path):
