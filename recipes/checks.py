@@ -158,7 +158,8 @@ def _unranked_checkpoints(recipe: Recipe) -> list[str]:
         keys = " and ".join(s.split("=")[0] for s in stops)
         return [
             (
-                f"{' and '.join(stops)} stop the run on what held-out evaluations see, but heldout.enabled=false "
+                f"{' and '.join(stops)} {'stop' if len(stops) > 1 else 'stops'} the run on what held-out "
+                "evaluations see, but heldout.enabled=false "
                 f"(in {where}) turns them off, and the alarms with them. Set heldout.enabled=true, or drop {keys}."
             )
         ]
