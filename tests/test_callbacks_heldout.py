@@ -143,7 +143,7 @@ def test_evaluations_must_fall_on_every_checkpoint():
         load_recipe("arith_tiny", ["heldout.alarm_alpha=2"])
     # Early stopping without evaluations to stop on: silently ignored before.
     with pytest.raises(
-        RecipeError, match=r"heldout\.patience=2 stop the run .* heldout\.enabled=false \(in override"
+        RecipeError, match=r"heldout\.patience=2 stops the run .* heldout\.enabled=false \(in override"
     ):
         load_recipe("arith_tiny", ["heldout.enabled=false", "heldout.patience=2"])
     assert load_recipe("arith_tiny", ["heldout.enabled=false"])
