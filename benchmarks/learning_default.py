@@ -57,17 +57,17 @@ def run_seed(
 
 
 def cpu_name() -> str:
-    """The CPU's model name and widest vector instructions (Linux), or what the platform says."""
+    """The CPU's model name (Linux) and the vector kernels torch runs on it (AVX512, AVX2, ...)."""
+    import torch
+
     try:
         info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or platform.machine()
-    field = {
-        k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)
-    }
-    flags = field.get("flags", "").split()
-    vector = next((f for f in ("avx512f", "avx2", "avx", "asimd") if f in flags), "no AVX")
-    return f"{field.get('model name', '?')} (family {field.get('cpu family')} model {field.get('model')}, {vector})"
+        name = next(
+            line.split(":", 1)[1].strip() for line in info.splitlines() if line.startswith("model name")
+        )
+    except (OSError, StopIteration):
+        name = platform.processor() or platform.machine()
+    return f"{name}, torch kernels {torch.backends.cpu.get_cpu_capability()}"
 
 
 def _interval(ci95) -> str:

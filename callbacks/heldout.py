@@ -34,6 +34,7 @@ from common.wording import questions_by_samples
 from recipes.atomic import copy_file_atomically, write_text_atomically
 from recipes.evaluation.live import HeldoutPlan, evaluate_live
 from stats.intervals import accuracy_interval
+from stats.trainer_state import metric_series
 
 logger = logging.getLogger(__name__)
 
@@ -223,13 +224,12 @@ class HeldoutCallback(TrainerCallback):
         the reward-hacking alarm nothing to compare.
         """
         previous = self.history["evaluations"][-1]["step"] if self.history["evaluations"] else 0
-        # None (logged) or NaN (pending): a step no reward function applied to, which has no reward to average.
-        rewards = [e.get("reward") for e in log_history if e.get("step", 0) > previous]
+        # Finite values only: a step no reward function applied to is logged as None, and pending as NaN.
+        rewards = [r for step, r in metric_series(log_history, "reward").items() if step > previous]
         pending = getattr(self.trainer, "_metrics", {}).get("train", {}).get("reward", [])
         pending = [r for r in pending if math.isfinite(r)]
         if pending:
             rewards.append(sum(pending) / len(pending))
-        rewards = [r for r in rewards if isinstance(r, int | float) and math.isfinite(r)]
         return sum(rewards) / len(rewards) if rewards else None
 
     def _log(self, entry: dict, control, main: bool) -> None:
